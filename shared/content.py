@@ -1,0 +1,79 @@
+"""What a user sends: plain text, or parts (text, media, slash commands).
+
+Media bytes travel base64 in JSON. A plain string that starts with ``/name``
+is read as a slash command, so ``/compact`` works from every entry point.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Content", "ContentPart", "Media", "SlashCommand", "TextPart", "as_content"]
+
+_SLASH = re.compile(r"^/([A-Za-z][\w-]*)(?:\s+(.*))?$", re.DOTALL)
+
+
+class TextPart(BaseModel):
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class Media(BaseModel):
+    """An attachment: raw bytes in Python, base64 in JSON."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    kind: Literal["media"] = "media"
+    data: bytes
+    mime_type: str
+    description: str | None = None
+
+
+class SlashCommand(BaseModel):
+    kind: Literal["slash_command"] = "slash_command"
+    name: str
+    args: str = ""
+
+
+ContentPart = Annotated[TextPart | Media | SlashCommand, Field(discriminator="kind")]
+
+
+class Content(BaseModel):
+    """A prompt: one or more parts."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    parts: list[ContentPart] = Field(default_factory=list)
+
+    @classmethod
+    def from_text(cls, text: str) -> Content:
+        """Reads ``/name args`` as a slash command and anything else as text."""
+        match = _SLASH.match(text.strip())
+        if match:
+            return cls(parts=[SlashCommand(name=match[1], args=(match[2] or "").strip())])
+        return cls(parts=[TextPart(text=text)])
+
+    @property
+    def text(self) -> str:
+        """The text parts joined by newlines."""
+        return "\n".join(part.text for part in self.parts if isinstance(part, TextPart))
+
+    @property
+    def media(self) -> list[Media]:
+        return [part for part in self.parts if isinstance(part, Media)]
+
+    @property
+    def slash_command(self) -> SlashCommand | None:
+        return next((part for part in self.parts if isinstance(part, SlashCommand)), None)
+
+
+def as_content(value: str | Content | list[ContentPart]) -> Content:
+    """Accepts the forms callers use and returns one Content."""
+    if isinstance(value, Content):
+        return value
+    if isinstance(value, str):
+        return Content.from_text(value)
+    return Content(parts=list(value))

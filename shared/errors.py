@@ -1,0 +1,137 @@
+"""The one error tree of Signoff.
+
+    SignoffError
+    ├── InvalidInput          bad input from a caller (prompt, schema, settings)
+    │   ├── PromptRejected
+    │   ├── PayloadTooLarge
+    │   └── SettingsError
+    ├── NotFound              an id that names nothing
+    ├── Conflict              the state moved on (double resolve, busy conversation)
+    ├── ConversationClosed    the conversation was closed for good
+    ├── Cancelled             work ended by abort()
+    ├── TurnFailed            a turn ended with an error step
+    ├── ProviderError         a model provider failed
+    │   └── RateLimited
+    └── StorageError          Redis failed or holds something unreadable
+        └── CorruptRecord
+
+Every class takes a single message argument so it pickles and crosses Celery.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Cancelled",
+    "Conflict",
+    "ConversationClosed",
+    "CorruptRecord",
+    "InvalidInput",
+    "NotFound",
+    "PayloadTooLarge",
+    "PromptRejected",
+    "ProviderError",
+    "RateLimited",
+    "SettingsError",
+    "SignoffError",
+    "StorageError",
+    "TurnFailed",
+]
+
+
+class SignoffError(Exception):
+    """Raised for every failure Signoff reports; catch this to catch them all."""
+
+    code = "error"
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class InvalidInput(SignoffError):
+    """Raised when a caller's input is malformed; the message names what and the limit."""
+
+    code = "invalid_input"
+
+
+class PromptRejected(InvalidInput):
+    """Raised when a prompt is empty, has a bad part, or breaks the conversation's policy."""
+
+    code = "prompt_rejected"
+
+
+class PayloadTooLarge(InvalidInput):
+    """Raised when a prompt or part exceeds a configured size limit."""
+
+    code = "payload_too_large"
+
+
+class SettingsError(InvalidInput):
+    """Raised at start-up when a SIGNOFF_ variable holds an invalid value."""
+
+    code = "invalid_settings"
+
+
+class NotFound(SignoffError):
+    """Raised when an id names no conversation, turn, notification or batch."""
+
+    code = "not_found"
+
+
+class Conflict(SignoffError):
+    """Raised when the state moved on first: a second resolution, a busy conversation."""
+
+    code = "conflict"
+
+
+class ConversationClosed(SignoffError):
+    """Raised when a prompt is sent to a conversation that was closed for good."""
+
+    code = "closed"
+
+
+class Cancelled(SignoffError):
+    """Raised to a waiting caller when abort() ended the turn it was waiting for."""
+
+    code = "cancelled"
+
+
+class TurnFailed(SignoffError):
+    """Raised to a waiting caller when the turn ended with an error."""
+
+    code = "turn_failed"
+
+
+class ProviderError(SignoffError):
+    """Raised when a model provider fails; `http_code` is 0 when no HTTP answer came."""
+
+    code = "provider_error"
+
+    def __init__(self, message: str, http_code: int = 0) -> None:
+        super().__init__(message, http_code)
+        self.http_code = http_code
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    @property
+    def retryable(self) -> bool:
+        return self.http_code in (0, 408, 409, 429) or self.http_code >= 500
+
+
+class RateLimited(ProviderError):
+    """Raised when a provider or our own token bucket says to slow down."""
+
+    code = "rate_limited"
+
+
+class StorageError(SignoffError):
+    """Raised when Redis cannot be reached or answers with an error."""
+
+    code = "storage_error"
+
+
+class CorruptRecord(StorageError):
+    """Raised when a record read from Redis does not parse; the message names the key."""
+
+    code = "corrupt_record"

@@ -1,0 +1,251 @@
+"""The history and usage of one conversation, kept in Redis.
+
+Steps are a LIST of JSON documents; turn starts and compaction positions are
+absolute positions, reported relative to the first retained step. Every write
+(append, trim, index shift, usage) is one Lua script, so steps, indices and
+usage never disagree, however many writers there are.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+from redis.client import Pipeline
+
+from shared.errors import CorruptRecord
+from shared.keys import KeySpace
+from shared.lua import LuaScript
+from shared.redis_client import storage_errors
+from shared.settings import DEFAULT_MAX_HISTORY_SIZE
+from shared.steps import USAGE_FIELDS, Step, StepSource, StepType, UsageMetadata
+
+__all__ = ["HistorySnapshot", "HistoryStore", "response_text", "structured_output"]
+
+_ABSENT = "-"
+_PRESENT = "+"
+
+# KEYS: steps, meta, turns, compactions, usage
+# ARGV: max_history_size, start_turn, has_usage, five usage counts, step count,
+#       then per step: json, is_compaction, response ("-" or "+text"), structured ("-" or "+json")
+_WRITE = LuaScript(
+    """
+local fields = {'prompt_token_count', 'candidates_token_count', 'total_token_count',
+                'cached_content_token_count', 'thoughts_token_count'}
+local max = tonumber(ARGV[1])
+local appended = tonumber(redis.call('HGET', KEYS[2], 'appended') or '0')
+local first = appended
+if ARGV[2] == '1' then
+  redis.call('RPUSH', KEYS[3], appended)
+  for _, f in ipairs(fields) do redis.call('HDEL', KEYS[5], 'turn:' .. f) end
+end
+if ARGV[3] == '1' then
+  for i, f in ipairs(fields) do
+    local n = tonumber(ARGV[3 + i])
+    redis.call('HINCRBY', KEYS[5], f, n)
+    redis.call('HINCRBY', KEYS[5], 'turn:' .. f, n)
+  end
+end
+local count = tonumber(ARGV[9])
+local at = 10
+for _ = 1, count do
+  redis.call('RPUSH', KEYS[1], ARGV[at])
+  if ARGV[at + 1] == '1' then redis.call('RPUSH', KEYS[4], appended) end
+  if string.sub(ARGV[at + 2], 1, 1) == '+' then
+    redis.call('HSET', KEYS[2], 'last_response', string.sub(ARGV[at + 2], 2))
+  end
+  if string.sub(ARGV[at + 3], 1, 1) == '+' then
+    redis.call('HSET', KEYS[2], 'last_structured', string.sub(ARGV[at + 3], 2))
+  end
+  appended = appended + 1
+  at = at + 4
+end
+if count > 0 then redis.call('HSET', KEYS[2], 'appended', appended) end
+if max > 0 then
+  local len = redis.call('LLEN', KEYS[1])
+  if len > max then
+    local drop = len - max
+    redis.call('LTRIM', KEYS[1], drop, -1)
+    local trimmed = redis.call('HINCRBY', KEYS[2], 'trimmed', drop)
+    for _, key in ipairs({KEYS[3], KEYS[4]}) do
+      while true do
+        local head = redis.call('LINDEX', key, 0)
+        if not head or tonumber(head) >= trimmed then break end
+        redis.call('LPOP', key)
+      end
+    end
+  end
+end
+return first
+"""
+)
+
+
+def response_text(step: Step) -> str | None:
+    """The text of a complete model response, or None for any other step."""
+    if step.source is StepSource.MODEL and step.is_complete_response:
+        return step.content
+    return None
+
+
+def structured_output(step: Step) -> Any:
+    """The payload of a Finish step that carries one, or None."""
+    if step.type is StepType.FINISH:
+        return step.structured_output
+    return None
+
+
+@dataclass(frozen=True)
+class HistorySnapshot:
+    """A consistent read of everything the store keeps for one conversation."""
+
+    steps: list[Step]
+    turn_start_indices: list[int]
+    compaction_indices: list[int]
+    trimmed: int
+    appended: int
+    last_response: str
+    last_structured_output: Any
+    cumulative_usage: UsageMetadata
+    turn_usage: UsageMetadata | None
+
+    @property
+    def turn_count(self) -> int:
+        return len(self.turn_start_indices)
+
+
+class HistoryStore:
+    """History and usage of one conversation, bounded by `max_history_size`."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        conversation_id: str,
+        *,
+        max_history_size: int | None = None,
+    ) -> None:
+        self.client = client
+        self.conversation_id = conversation_id
+        self.max_history_size = (
+            DEFAULT_MAX_HISTORY_SIZE if max_history_size is None else max_history_size
+        )
+        self._keys = [
+            keys.steps(conversation_id),
+            keys.history_meta(conversation_id),
+            keys.turn_starts(conversation_id),
+            keys.compactions(conversation_id),
+            keys.usage(conversation_id),
+        ]
+
+    # Writes: each is one script, one round trip; pass a pipeline to join a larger one.
+
+    def append(
+        self,
+        *steps: Step,
+        usage: UsageMetadata | None = None,
+        start_turn: bool = False,
+        pipeline: Pipeline | None = None,
+    ) -> Any:
+        """Appends finished steps (and usage, and a turn start) and trims to the bound.
+
+        Returns the absolute position of the first appended step, or the queued
+        pipeline when one is given.
+        """
+        args: list[Any] = [self.max_history_size, int(start_turn), int(usage is not None)]
+        args += [getattr(usage, name) if usage else 0 for name in USAGE_FIELDS]
+        args.append(len(steps))
+        for step in steps:
+            args += _step_args(step)
+        with storage_errors(f"writing history of conversation {self.conversation_id}"):
+            return _WRITE(pipeline if pipeline is not None else self.client, self._keys, args)
+
+    def start_turn(self, *, pipeline: Pipeline | None = None) -> Any:
+        """Registers a turn boundary at the next step and resets the turn's usage."""
+        return self.append(start_turn=True, pipeline=pipeline)
+
+    def add_usage(self, usage: UsageMetadata, *, pipeline: Pipeline | None = None) -> Any:
+        """Adds to the cumulative total and the current turn's usage."""
+        return self.append(usage=usage, pipeline=pipeline)
+
+    def clear(self) -> None:
+        """Resets steps, turns, compactions and usage (one DEL, atomic)."""
+        with storage_errors(f"clearing history of conversation {self.conversation_id}"):
+            self.client.delete(*self._keys)
+
+    # Reads
+
+    def snapshot(self) -> HistorySnapshot:
+        """Reads everything in one MULTI/EXEC so the parts agree with each other."""
+        steps_key, meta_key, turns_key, compactions_key, usage_key = self._keys
+        with storage_errors(f"reading history of conversation {self.conversation_id}"):
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.lrange(steps_key, 0, -1)
+                pipe.hgetall(meta_key)
+                pipe.lrange(turns_key, 0, -1)
+                pipe.lrange(compactions_key, 0, -1)
+                pipe.hgetall(usage_key)
+                raw_steps, meta, turns, compactions, usage = pipe.execute()
+        trimmed = int(meta.get("trimmed", 0))
+        return HistorySnapshot(
+            steps=[self._parse(raw, trimmed + i) for i, raw in enumerate(raw_steps)],
+            turn_start_indices=[int(p) - trimmed for p in turns],
+            compaction_indices=[int(p) - trimmed for p in compactions],
+            trimmed=trimmed,
+            appended=int(meta.get("appended", 0)),
+            last_response=meta.get("last_response", ""),
+            last_structured_output=self._parse_structured(meta.get("last_structured")),
+            cumulative_usage=_usage_from(usage, ""),
+            turn_usage=_usage_from(usage, "turn:") if "turn:total_token_count" in usage else None,
+        )
+
+    def steps(self, start: int = 0, count: int | None = None) -> list[Step]:
+        """Retained steps from relative position `start`, at most `count` of them."""
+        stop = -1 if count is None else start + count - 1
+        with storage_errors(f"reading history of conversation {self.conversation_id}"):
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.hget(self._keys[1], "trimmed")
+                pipe.lrange(self._keys[0], start, stop)
+                trimmed_raw, raw_steps = pipe.execute()
+        trimmed = int(trimmed_raw or 0)
+        return [self._parse(raw, trimmed + start + i) for i, raw in enumerate(raw_steps)]
+
+    def length(self) -> int:
+        """Retained steps (one LLEN)."""
+        with storage_errors(f"reading history of conversation {self.conversation_id}"):
+            return int(self.client.llen(self._keys[0]))
+
+    def _parse(self, raw: str, position: int) -> Step:
+        try:
+            return Step.model_validate_json(raw)
+        except ValidationError as exc:
+            raise CorruptRecord(
+                f"step at position {position} of {self._keys[0]} does not parse: "
+                f"{exc.errors()[0]['msg']}"
+            ) from exc
+
+    def _parse_structured(self, raw: str | None) -> Any:
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise CorruptRecord(f"last structured output in {self._keys[1]} is not JSON") from exc
+
+
+def _step_args(step: Step) -> list[Any]:
+    text = response_text(step)
+    payload = structured_output(step)
+    return [
+        step.model_dump_json(),
+        int(step.type is StepType.COMPACTION),
+        _ABSENT if text is None else _PRESENT + text,
+        _ABSENT if payload is None else _PRESENT + json.dumps(payload, separators=(",", ":")),
+    ]
+
+
+def _usage_from(raw: dict[str, str], prefix: str) -> UsageMetadata:
+    return UsageMetadata(**{name: int(raw.get(prefix + name, 0)) for name in USAGE_FIELDS})

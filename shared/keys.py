@@ -1,0 +1,121 @@
+"""Every Redis key name Signoff uses, and nowhere else is one built.
+
+Per-conversation keys carry the conversation id as a hash tag,
+``<prefix>:{<cid>}:<name>``, so each multi-key script touches one Cluster slot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from shared.errors import InvalidInput
+
+__all__ = ["KeySpace", "check_id"]
+
+_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+def check_id(value: str, what: str = "id") -> str:
+    """Rejects ids that could break out of a key or a hash tag."""
+    if not isinstance(value, str) or not _ID.match(value):
+        raise InvalidInput(f"{what} {value!r} must be 1-128 characters of letters, digits, _ . -")
+    return value
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    """Key names under one prefix."""
+
+    prefix: str = "signoff"
+
+    def _conv(self, cid: str, name: str) -> str:
+        return f"{self.prefix}:{{{check_id(cid, 'conversation id')}}}:{name}"
+
+    # History and usage (one script writes all of these together)
+    def steps(self, cid: str) -> str:
+        """LIST of retained steps as JSON, oldest first."""
+        return self._conv(cid, "steps")
+
+    def history_meta(self, cid: str) -> str:
+        """HASH: trimmed count, appended count, last response, last structured output."""
+        return self._conv(cid, "hmeta")
+
+    def turn_starts(self, cid: str) -> str:
+        """LIST of absolute step positions where turns start."""
+        return self._conv(cid, "turns")
+
+    def compactions(self, cid: str) -> str:
+        """LIST of absolute step positions where compaction happened."""
+        return self._conv(cid, "compactions")
+
+    def usage(self, cid: str) -> str:
+        """HASH of cumulative counters and ``turn:``-prefixed counters of the last turn."""
+        return self._conv(cid, "usage")
+
+    # Conversation state
+    def conversation(self, cid: str) -> str:
+        """HASH: configuration, status, closed flag."""
+        return self._conv(cid, "conv")
+
+    def inbox(self, cid: str) -> str:
+        """LIST of queued turn ids."""
+        return self._conv(cid, "inbox")
+
+    def turn(self, cid: str, turn_id: str) -> str:
+        """HASH of one turn: prompt, status, counters, checkpoint."""
+        return self._conv(cid, f"turn:{check_id(turn_id, 'turn id')}")
+
+    def lease(self, cid: str) -> str:
+        return self._conv(cid, "lease")
+
+    def fence(self, cid: str) -> str:
+        """Counter handing out fencing tokens for the lease."""
+        return self._conv(cid, "fence")
+
+    def cancel(self, cid: str) -> str:
+        return self._conv(cid, "cancel")
+
+    def tool_results(self, cid: str) -> str:
+        """HASH of tool results by call id, recorded before they are used."""
+        return self._conv(cid, "toolresults")
+
+    def events(self, cid: str) -> str:
+        """STREAM of this conversation's events: the source of truth for replay."""
+        return self._conv(cid, "events")
+
+    def live(self, cid: str) -> str:
+        """Pub/sub channel of this conversation's live events."""
+        return self._conv(cid, "live")
+
+    # Global
+    def conversations(self) -> str:
+        """ZSET of conversation ids by creation time."""
+        return f"{self.prefix}:conversations"
+
+    def live_all(self) -> str:
+        """Pub/sub channel carrying every conversation's events."""
+        return f"{self.prefix}:live"
+
+    def notification(self, nid: str) -> str:
+        return f"{self.prefix}:notification:{check_id(nid, 'notification id')}"
+
+    def pending_notifications(self) -> str:
+        """ZSET of pending notification ids by deadline."""
+        return f"{self.prefix}:notifications:pending"
+
+    def notification_stream(self) -> str:
+        return f"{self.prefix}:notifications:stream"
+
+    def audit(self) -> str:
+        return f"{self.prefix}:audit"
+
+    def usage_by_day(self, day: str) -> str:
+        """HASH of token totals by model for one UTC day (YYYY-MM-DD)."""
+        return f"{self.prefix}:usage:day:{day}"
+
+    def batch(self, bid: str) -> str:
+        return f"{self.prefix}:batch:{check_id(bid, 'batch id')}"
+
+    def batches(self) -> str:
+        return f"{self.prefix}:batches"
