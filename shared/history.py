@@ -23,63 +23,96 @@ from shared.redis_client import storage_errors
 from shared.settings import DEFAULT_MAX_HISTORY_SIZE
 from shared.steps import USAGE_FIELDS, Step, StepSource, StepType, UsageMetadata
 
-__all__ = ["HistorySnapshot", "HistoryStore", "response_text", "structured_output"]
+__all__ = [
+    "HISTORY_WRITE_LUA",
+    "HistorySnapshot",
+    "HistoryStore",
+    "history_args",
+    "response_text",
+    "structured_output",
+]
 
 _ABSENT = "-"
 _PRESENT = "+"
 
-# KEYS: steps, meta, turns, compactions, usage
-# ARGV: max_history_size, start_turn, has_usage, five usage counts, step count,
-#       then per step: json, is_compaction, response ("-" or "+text"), structured ("-" or "+json")
-_WRITE = LuaScript(
-    """
-local fields = {'prompt_token_count', 'candidates_token_count', 'total_token_count',
-                'cached_content_token_count', 'thoughts_token_count'}
-local max = tonumber(ARGV[1])
-local appended = tonumber(redis.call('HGET', KEYS[2], 'appended') or '0')
-local first = appended
-if ARGV[2] == '1' then
-  redis.call('RPUSH', KEYS[3], appended)
-  for _, f in ipairs(fields) do redis.call('HDEL', KEYS[5], 'turn:' .. f) end
-end
-if ARGV[3] == '1' then
-  for i, f in ipairs(fields) do
-    local n = tonumber(ARGV[3 + i])
-    redis.call('HINCRBY', KEYS[5], f, n)
-    redis.call('HINCRBY', KEYS[5], 'turn:' .. f, n)
+# A Lua function other scripts reuse (the worker's flush script calls it too).
+# k: steps, meta, turns, compactions, usage keys; a: ARGV; i: index of max_history_size in a.
+# Reads a[i]: max_history_size, a[i+1]: start_turn, a[i+2]: has_usage, a[i+3..i+7]: usage,
+# a[i+8]: step count, then per step: json, is_compaction, response ("-"/"+text"), structured.
+HISTORY_WRITE_LUA = """
+local function history_write(k, a, i)
+  local fields = {'prompt_token_count', 'candidates_token_count', 'total_token_count',
+                  'cached_content_token_count', 'thoughts_token_count'}
+  local max = tonumber(a[i])
+  local appended = tonumber(redis.call('HGET', k[2], 'appended') or '0')
+  local first = appended
+  if a[i + 1] == '1' then
+    redis.call('RPUSH', k[3], appended)
+    for _, f in ipairs(fields) do redis.call('HDEL', k[5], 'turn:' .. f) end
   end
-end
-local count = tonumber(ARGV[9])
-local at = 10
-for _ = 1, count do
-  redis.call('RPUSH', KEYS[1], ARGV[at])
-  if ARGV[at + 1] == '1' then redis.call('RPUSH', KEYS[4], appended) end
-  if string.sub(ARGV[at + 2], 1, 1) == '+' then
-    redis.call('HSET', KEYS[2], 'last_response', string.sub(ARGV[at + 2], 2))
+  if a[i + 2] == '1' then
+    for j, f in ipairs(fields) do
+      local n = tonumber(a[i + 2 + j])
+      redis.call('HINCRBY', k[5], f, n)
+      redis.call('HINCRBY', k[5], 'turn:' .. f, n)
+    end
   end
-  if string.sub(ARGV[at + 3], 1, 1) == '+' then
-    redis.call('HSET', KEYS[2], 'last_structured', string.sub(ARGV[at + 3], 2))
+  local count = tonumber(a[i + 8])
+  local at = i + 9
+  for _ = 1, count do
+    redis.call('RPUSH', k[1], a[at])
+    if a[at + 1] == '1' then redis.call('RPUSH', k[4], appended) end
+    if string.sub(a[at + 2], 1, 1) == '+' then
+      redis.call('HSET', k[2], 'last_response', string.sub(a[at + 2], 2))
+    end
+    if string.sub(a[at + 3], 1, 1) == '+' then
+      redis.call('HSET', k[2], 'last_structured', string.sub(a[at + 3], 2))
+    end
+    appended = appended + 1
+    at = at + 4
   end
-  appended = appended + 1
-  at = at + 4
-end
-if count > 0 then redis.call('HSET', KEYS[2], 'appended', appended) end
-if max > 0 then
-  local len = redis.call('LLEN', KEYS[1])
-  if len > max then
-    local drop = len - max
-    redis.call('LTRIM', KEYS[1], drop, -1)
-    local trimmed = redis.call('HINCRBY', KEYS[2], 'trimmed', drop)
-    for _, key in ipairs({KEYS[3], KEYS[4]}) do
-      while true do
-        local head = redis.call('LINDEX', key, 0)
-        if not head or tonumber(head) >= trimmed then break end
-        redis.call('LPOP', key)
+  if count > 0 then redis.call('HSET', k[2], 'appended', appended) end
+  if max > 0 then
+    local len = redis.call('LLEN', k[1])
+    if len > max then
+      local drop = len - max
+      redis.call('LTRIM', k[1], drop, -1)
+      local trimmed = redis.call('HINCRBY', k[2], 'trimmed', drop)
+      for _, key in ipairs({k[3], k[4]}) do
+        while true do
+          local head = redis.call('LINDEX', key, 0)
+          if not head or tonumber(head) >= trimmed then break end
+          redis.call('LPOP', key)
+        end
       end
     end
   end
+  return {first, at}
 end
-return first
+"""
+
+_WRITE = LuaScript(HISTORY_WRITE_LUA + "return history_write(KEYS, ARGV, 1)[1]\n")
+
+
+# KEYS: steps, meta, compactions   ARGV: absolute start of the current turn
+_CONTEXT = LuaScript(
+    """
+local trimmed = tonumber(redis.call('HGET', KEYS[2], 'trimmed') or '0')
+local start = tonumber(ARGV[1])
+local last = redis.call('LINDEX', KEYS[3], -1)
+if last and tonumber(last) < start then start = tonumber(last) end
+start = math.max(start - trimmed, 0)
+return {trimmed + start, redis.call('LRANGE', KEYS[1], start, -1)}
+"""
+)
+
+
+# KEYS: steps, meta   ARGV: absolute position
+_SINCE = LuaScript(
+    """
+local trimmed = tonumber(redis.call('HGET', KEYS[2], 'trimmed') or '0')
+local start = math.max(tonumber(ARGV[1]) - trimmed, 0)
+return {trimmed + start, redis.call('LRANGE', KEYS[1], start, -1)}
 """
 )
 
@@ -141,6 +174,11 @@ class HistoryStore:
             keys.usage(conversation_id),
         ]
 
+    @property
+    def keys(self) -> list[str]:
+        """steps, meta, turn starts, compactions, usage: the KEYS of `history_write`."""
+        return list(self._keys)
+
     # Writes: each is one script, one round trip; pass a pipeline to join a larger one.
 
     def append(
@@ -155,11 +193,7 @@ class HistoryStore:
         Returns the absolute position of the first appended step, or the queued
         pipeline when one is given.
         """
-        args: list[Any] = [self.max_history_size, int(start_turn), int(usage is not None)]
-        args += [getattr(usage, name) if usage else 0 for name in USAGE_FIELDS]
-        args.append(len(steps))
-        for step in steps:
-            args += _step_args(step)
+        args = history_args(steps, self.max_history_size, usage=usage, start_turn=start_turn)
         with storage_errors(f"writing history of conversation {self.conversation_id}"):
             return _WRITE(pipeline if pipeline is not None else self.client, self._keys, args)
 
@@ -213,6 +247,22 @@ class HistoryStore:
         trimmed = int(trimmed_raw or 0)
         return [self._parse(raw, trimmed + start + i) for i, raw in enumerate(raw_steps)]
 
+    def context_window(self, turn_start: int) -> list[Step]:
+        """Steps from the last compaction (or the turn's start, if earlier) to the end.
+
+        One script: the model's context never needs the steps a summary replaced.
+        """
+        keys = [self._keys[0], self._keys[1], self._keys[3]]
+        with storage_errors(f"reading context of conversation {self.conversation_id}"):
+            first, raw_steps = _CONTEXT(self.client, keys, [turn_start])
+        return [self._parse(raw, int(first) + i) for i, raw in enumerate(raw_steps)]
+
+    def steps_since(self, position: int) -> list[Step]:
+        """Retained steps from absolute `position` on (one script)."""
+        with storage_errors(f"reading history of conversation {self.conversation_id}"):
+            first, raw_steps = _SINCE(self.client, self._keys[:2], [position])
+        return [self._parse(raw, int(first) + i) for i, raw in enumerate(raw_steps)]
+
     def length(self) -> int:
         """Retained steps (one LLEN)."""
         with storage_errors(f"reading history of conversation {self.conversation_id}"):
@@ -234,6 +284,22 @@ class HistoryStore:
             return json.loads(raw)
         except ValueError as exc:
             raise CorruptRecord(f"last structured output in {self._keys[1]} is not JSON") from exc
+
+
+def history_args(
+    steps: tuple[Step, ...] | list[Step],
+    max_history_size: int,
+    *,
+    usage: UsageMetadata | None = None,
+    start_turn: bool = False,
+) -> list[Any]:
+    """The ARGV slice `history_write` reads, for scripts that embed it."""
+    args: list[Any] = [max_history_size, int(start_turn), int(usage is not None)]
+    args += [getattr(usage, name) if usage else 0 for name in USAGE_FIELDS]
+    args.append(len(steps))
+    for step in steps:
+        args += _step_args(step)
+    return args
 
 
 def _step_args(step: Step) -> list[Any]:

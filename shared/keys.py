@@ -93,6 +93,10 @@ class KeySpace:
         """ZSET of conversation ids by creation time."""
         return f"{self.prefix}:conversations"
 
+    def active(self) -> str:
+        """ZSET of conversations with work queued or running, for the sweeper."""
+        return f"{self.prefix}:active"
+
     def live_all(self) -> str:
         """Pub/sub channel carrying every conversation's events."""
         return f"{self.prefix}:live"

@@ -58,6 +58,7 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(8, gt=0, description="Threads per worker process.")
     visibility_timeout_s: int = Field(3_600, gt=0, description="Broker redelivery timeout; well above any leg.")
     lease_ttl_ms: int = Field(30_000, gt=0, description="A conversation's lease; renewed while a leg runs.")
+    sweep_interval_s: float = Field(15.0, gt=0, description="How often the scheduler sweeps for stalled work.")
     leg_time_slice_s: float = Field(300.0, gt=0, description="A leg yields its worker after this long.")
     turn_timeout_s: float = Field(600.0, gt=0, description="Default per-turn timeout, parked time excluded.")
     max_model_calls: int = Field(16, gt=0, description="Default cap on model calls per turn.")

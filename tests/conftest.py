@@ -9,9 +9,11 @@ import fakeredis
 import pytest
 import redis
 
+from shared.client import Client
 from shared.embedded_redis import EmbeddedRedis
 from shared.keys import KeySpace
 from shared.settings import Settings
+from tests.stack import WorkerProcess
 
 
 @pytest.fixture(scope="session")
@@ -45,3 +47,27 @@ def keys() -> KeySpace:
 @pytest.fixture
 def settings(redis_server: EmbeddedRedis) -> Settings:
     return Settings(redis_url=redis_server.url)
+
+
+@pytest.fixture(scope="module")
+def stack_env(redis_server: EmbeddedRedis) -> dict[str, str]:
+    """Environment for a module's worker and client: its own key prefix on the test Redis."""
+    return {
+        "SIGNOFF_REDIS_URL": redis_server.url,
+        "SIGNOFF_KEY_PREFIX": f"it{uuid.uuid4().hex[:8]}",
+        "SIGNOFF_FLUSH_INTERVAL_MS": "10",
+    }
+
+
+@pytest.fixture(scope="module")
+def worker(stack_env: dict[str, str]) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(stack_env).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def client(stack_env: dict[str, str], worker: WorkerProcess) -> Iterator[Client]:
+    settings = Settings(**{k.removeprefix("SIGNOFF_").lower(): v for k, v in stack_env.items()})
+    with Client(settings) as signoff:
+        yield signoff

@@ -1,0 +1,273 @@
+"""The Python client: open conversations, send prompts, stream chunks, read history.
+
+A `Conversation` is a handle on state that lives in Redis: any number of
+handles, in any process, see the same conversation. Reading a stream is only
+observation: dropping it cancels nothing; `abort()` does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import redis
+
+from shared.chunks import StreamChunk
+from shared.config import ConversationConfig, ToolPolicy, ToolSelection, TurnLimits
+from shared.content import Content, ContentPart
+from shared.conversations import ConversationRecord, ConversationStore
+from shared.errors import Conflict
+from shared.event_log import EventLog
+from shared.events import ChatResponse, ConversationStatus, EventBase
+from shared.history import HistorySnapshot, HistoryStore
+from shared.keys import KeySpace
+from shared.redis_client import connect
+from shared.schema import check_schema
+from shared.settings import DoubleTextPolicy, Settings, load_settings
+from shared.steps import Step, UsageMetadata
+from shared.tasks import TaskSender
+from shared.turn_stream import TurnFollower
+from shared.validation import validate_prompt
+
+__all__ = ["Client", "Conversation"]
+
+Prompt = str | Content | list[ContentPart]
+_BLOCK_MS = 1000
+
+
+class Client:
+    """Entry point: settings from the environment when omitted."""
+
+    def __init__(self, settings: Settings | None = None, *, redis_client: redis.Redis | None = None) -> None:
+        self.settings = settings or load_settings()
+        self.redis = redis_client or connect(self.settings)
+        self.keys = KeySpace(self.settings.key_prefix)
+        self.store = ConversationStore(self.redis, self.keys, self.settings)
+        self.events = EventLog(self.redis, self.keys)
+        self.tasks = TaskSender(self.settings)
+
+    def new_conversation(
+        self,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        system_prompt: str = "",
+        tools: dict[str, ToolPolicy | str] | None = None,
+        allow_all: bool = False,
+        tool_selection: ToolSelection | str = ToolSelection.AUTO,
+        max_history_size: int | None = None,
+        response_schema: dict[str, Any] | None = None,
+        double_text_policy: DoubleTextPolicy | str | None = None,
+        max_model_calls: int | None = None,
+        max_tool_calls: int | None = None,
+        timeout_s: float | None = None,
+        conversation_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> Conversation:
+        """Creates a conversation; every option defaults from settings."""
+        if response_schema is not None:
+            check_schema(response_schema)
+        limits = TurnLimits(
+            max_model_calls=max_model_calls or self.settings.max_model_calls,
+            max_tool_calls=self.settings.max_tool_calls if max_tool_calls is None else max_tool_calls,
+            timeout_s=timeout_s or self.settings.turn_timeout_s,
+        )
+        config = ConversationConfig.from_settings(
+            self.settings, provider=provider, model=model, system_prompt=system_prompt, tools=tools,
+            allow_all=allow_all, tool_selection=tool_selection, max_history_size=max_history_size,
+            response_schema=response_schema, double_text_policy=double_text_policy, limits=limits,
+            metadata=metadata,
+        )
+        return self.create(config, conversation_id=conversation_id)
+
+    def create(self, config: ConversationConfig, *, conversation_id: str | None = None) -> Conversation:
+        return Conversation(self, self.store.create(config, conversation_id=conversation_id))
+
+    def conversation(self, conversation_id: str) -> Conversation:
+        """A handle on an existing conversation (NotFound when there is none)."""
+        self.store.get(conversation_id)
+        return Conversation(self, conversation_id)
+
+    def close(self) -> None:
+        self.tasks.close()
+        self.redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Conversation:
+    """A handle on one conversation; its state lives in Redis."""
+
+    def __init__(self, client: Client, conversation_id: str) -> None:
+        self.client = client
+        self.conversation_id = conversation_id
+
+    # Sending
+
+    def send(self, content: Prompt) -> str:
+        """Validates and queues a prompt; returns its turn id. Nothing is queued if it is invalid."""
+        return self._submit(content).turn_id
+
+    def _submit(self, content: Prompt) -> Any:
+        prompt = validate_prompt(content, self.client.settings)
+        policy = self.record().config.double_text_policy
+        submission = self.client.store.submit(self.conversation_id, prompt, policy)
+        self.client.tasks.advance(self.conversation_id)
+        return submission
+
+    def chat(self, content: Prompt) -> Iterator[StreamChunk]:
+        """Sends a prompt and yields its Thought, Text and ToolCall chunks as they arrive.
+
+        Ends with the turn: a failed turn raises TurnFailed, an aborted one Cancelled.
+        """
+        submission = self._submit(content)
+        follower = TurnFollower(submission.turn_id)
+        for event in self._follow(follower, submission.after_event_id):
+            yield from follower.chunks(event)
+        if follower.error is not None:
+            raise follower.error
+
+    def chat_to_completion(self, content: Prompt) -> ChatResponse:
+        """Sends a prompt and returns the authoritative completed value of its turn."""
+        submission = self._submit(content)
+        return self.wait_for_turn(submission.turn_id, after_event_id=submission.after_event_id)
+
+    def chat_content(self, content: Content) -> ChatResponse:
+        """`chat_to_completion` for multimodal Content (text, media, slash commands)."""
+        return self.chat_to_completion(content)
+
+    def wait_for_turn(self, turn_id: str, *, after_event_id: str = "0-0",
+                      timeout: float | None = None) -> ChatResponse:
+        """Waits for a turn's terminal event and returns its response (or raises its error)."""
+        follower = TurnFollower(turn_id)
+        for event in self._follow(follower, after_event_id, timeout=timeout):
+            follower.steps(event)
+        return follower.result()
+
+    # Receiving
+
+    def receive_steps(self, turn_id: str | None = None, *, after_event_id: str = "0-0") -> Iterator[Step]:
+        """The raw steps of a turn (the active one when omitted), partial and finished, live."""
+        follower = TurnFollower(turn_id or self._current_turn())
+        for event in self._follow(follower, after_event_id):
+            yield from follower.steps(event)
+
+    def receive_chunks(self, turn_id: str | None = None, *, after_event_id: str = "0-0") -> Iterator[StreamChunk]:
+        """`receive_steps` through the chunk filter."""
+        follower = TurnFollower(turn_id or self._current_turn())
+        for event in self._follow(follower, after_event_id):
+            yield from follower.chunks(event)
+
+    def _current_turn(self) -> str:
+        record = self.record()
+        if record.active_turn:
+            return record.active_turn
+        queued = self.client.redis.lindex(self.client.keys.inbox(self.conversation_id), 0)
+        if queued:
+            return str(queued)
+        raise Conflict(f"conversation {self.conversation_id} has no running or queued turn")
+
+    def _follow(self, follower: TurnFollower, after: str, *, timeout: float | None = None) -> Iterator[EventBase]:
+        """Events after `after` until the follower's turn ends; checks the turn record when quiet."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not follower.done:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"turn {follower.turn_id} did not end within {timeout}s")
+            events = self.client.events.wait(self.conversation_id, after, block_ms=_BLOCK_MS)
+            for event in events:
+                after = event.id or after
+                yield event
+                if follower.done:
+                    return
+            if not events:
+                self._check_record(follower)
+
+    def _check_record(self, follower: TurnFollower) -> None:
+        turn = self.client.store.turn(self.conversation_id, follower.turn_id)
+        follower.finish_from_record(turn.status.value, turn.fields)
+
+    # State
+
+    def record(self) -> ConversationRecord:
+        return self.client.store.get(self.conversation_id)
+
+    def _history(self) -> HistoryStore:
+        limit = self.record().config.max_history_size
+        return HistoryStore(self.client.redis, self.client.keys, self.conversation_id, max_history_size=limit)
+
+    def snapshot(self) -> HistorySnapshot:
+        return self._history().snapshot()
+
+    @property
+    def history(self) -> list[Step]:
+        return self.snapshot().steps
+
+    @property
+    def turn_count(self) -> int:
+        return self.snapshot().turn_count
+
+    @property
+    def compaction_indices(self) -> list[int]:
+        return self.snapshot().compaction_indices
+
+    @property
+    def last_response(self) -> str:
+        return self.snapshot().last_response
+
+    @property
+    def last_structured_output(self) -> Any:
+        return self.snapshot().last_structured_output
+
+    @property
+    def total_usage(self) -> UsageMetadata:
+        return self.snapshot().cumulative_usage
+
+    @property
+    def last_turn_usage(self) -> UsageMetadata | None:
+        return self.snapshot().turn_usage
+
+    def clear_history(self) -> None:
+        """Resets steps, turns, compactions and usage; refused while a turn runs."""
+        if not self.is_idle:
+            raise Conflict(f"conversation {self.conversation_id} has a turn running or queued; abort it first")
+        self._history().clear()
+
+    @property
+    def is_idle(self) -> bool:
+        record = self.record()
+        return not record.active_turn and record.queued == 0
+
+    def wait_for_idle(self, timeout: float | None = None) -> bool:
+        """Returns once no turn runs or waits (True), or False at the timeout. Woken by Redis."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        after = self.client.events.last_id(self.conversation_id)
+        while not self.is_idle:
+            remaining = _BLOCK_MS if deadline is None else int((deadline - time.monotonic()) * 1000)
+            if remaining <= 0:
+                return False
+            for event in self.client.events.wait(self.conversation_id, after,
+                                                 block_ms=min(remaining, _BLOCK_MS)):
+                after = event.id or after
+        return True
+
+    def abort(self) -> None:
+        """Ends the running turn and every queued one; a parked turn ends too."""
+        active = self.client.store.abort(self.conversation_id)
+        if active:
+            self.client.tasks.advance(self.conversation_id)
+
+    def close(self) -> None:
+        """Aborts, then refuses new prompts for good; history stays readable."""
+        active = self.client.store.abort(self.conversation_id, close=True)
+        if active:
+            self.client.tasks.advance(self.conversation_id)
+
+    @property
+    def status(self) -> ConversationStatus:
+        return self.record().status
+

@@ -1,0 +1,236 @@
+"""Conversation records: creation, the inbox of turns, abort and close.
+
+Every state change is one Lua script on the conversation's hash-tagged keys, and
+any event it causes is emitted by the same script, so a reader never sees a state
+without its event or an event without its state.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from shared.config import ConversationConfig
+from shared.content import Content
+from shared.emit import EMIT_LUA
+from shared.errors import Conflict, ConversationClosed, CorruptRecord, NotFound
+from shared.events import ConversationStatus, TurnStatus
+from shared.keys import KeySpace, check_id
+from shared.lua import LuaScript
+from shared.redis_client import storage_errors
+from shared.settings import DoubleTextPolicy, Settings
+
+__all__ = ["ConversationRecord", "ConversationStore", "Submission", "TurnRecord", "new_id"]
+
+# Queued turns are ended here, not by a worker: they never started.
+_CANCEL_QUEUED_LUA = """
+local function cancel_queued(conv, inbox, events, maxlen, ttl, channels, cid, reason, now)
+  local turns = redis.call('LRANGE', inbox, 0, -1)
+  for _, tid in ipairs(turns) do
+    local turn_key = string.gsub(inbox, ':inbox$', ':turn:' .. tid)
+    redis.call('HSET', turn_key, 'status', 'cancelled', 'finished_at', now, 'error', reason)
+    emit(events, maxlen, ttl, channels, cjson.encode(
+      {kind = 'cancelled', conversation_id = cid, turn_id = tid, reason = reason}))
+  end
+  redis.call('DEL', inbox)
+  return #turns
+end
+"""
+
+# KEYS: conv, inbox, new turn, events
+# ARGV: cid, turn id, prompt json, policy, now, maxlen, ttl_ms, channel, channel_all
+_SUBMIT = LuaScript(
+    EMIT_LUA
+    + _CANCEL_QUEUED_LUA
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+if redis.call('HGET', KEYS[1], 'closed') == '1' then return {'closed'} end
+local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
+local queued = redis.call('LLEN', KEYS[2])
+local channels = {ARGV[8], ARGV[9]}
+if ARGV[4] == 'reject' and (active ~= '' or queued > 0) then return {'busy', active} end
+if ARGV[4] == 'interrupt' then
+  cancel_queued(KEYS[1], KEYS[2], KEYS[4], ARGV[6], ARGV[7], channels, ARGV[1], 'interrupted', ARGV[5])
+  if active ~= '' then redis.call('HSET', KEYS[1], 'cancel_turn', active) end
+end
+redis.call('HSET', KEYS[3], 'conversation_id', ARGV[1], 'turn_id', ARGV[2], 'prompt', ARGV[3],
+  'status', 'queued', 'created_at', ARGV[5])
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('HSET', KEYS[1], 'updated_at', ARGV[5])
+local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
+if #last == 0 then return {'ok', '0-0'} end
+return {'ok', last[1][1]}
+"""
+)
+
+# KEYS: conv, inbox, events   ARGV: cid, now, maxlen, ttl_ms, channel, channel_all, close(0/1)
+_ABORT = LuaScript(
+    EMIT_LUA
+    + _CANCEL_QUEUED_LUA
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+local channels = {ARGV[5], ARGV[6]}
+local cancelled = cancel_queued(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4], channels, ARGV[1], 'aborted', ARGV[2])
+local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
+if active ~= '' then redis.call('HSET', KEYS[1], 'cancel_turn', active) end
+if ARGV[7] == '1' and redis.call('HGET', KEYS[1], 'closed') ~= '1' then
+  redis.call('HSET', KEYS[1], 'closed', '1', 'updated_at', ARGV[2])
+  if active == '' then
+    redis.call('HSET', KEYS[1], 'status', 'closed')
+    emit(KEYS[3], ARGV[3], ARGV[4], channels, cjson.encode(
+      {kind = 'status', conversation_id = ARGV[1], status = 'closed'}))
+  end
+end
+return {'ok', active, cancelled}
+"""
+)
+
+
+def new_id() -> str:
+    """A short random id, safe in keys and URLs."""
+    return uuid.uuid4().hex[:20]
+
+
+@dataclass(frozen=True)
+class Submission:
+    turn_id: str
+    after_event_id: str
+
+
+@dataclass(frozen=True)
+class ConversationRecord:
+    conversation_id: str
+    config: ConversationConfig
+    status: ConversationStatus
+    closed: bool
+    active_turn: str
+    created_at: float
+    updated_at: float
+    queued: int
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    conversation_id: str
+    turn_id: str
+    prompt: Content
+    status: TurnStatus
+    created_at: float
+    fields: dict[str, str]
+
+
+class ConversationStore:
+    """Creates conversations and changes their state, one script per change."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace, settings: Settings) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+
+    def create(self, config: ConversationConfig, *, conversation_id: str | None = None) -> str:
+        cid = check_id(conversation_id or new_id(), "conversation id")
+        now = time.time()
+        with storage_errors("creating a conversation"):
+            created = self.client.hsetnx(self.keys.conversation(cid), "config", config.model_dump_json())
+            if not created:
+                raise Conflict(f"conversation {cid} already exists")
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(
+                    self.keys.conversation(cid),
+                    mapping={"status": ConversationStatus.IDLE.value, "closed": "0",
+                             "created_at": now, "updated_at": now, "active_turn": ""},
+                )
+                pipe.zadd(self.keys.conversations(), {cid: now})
+                pipe.execute()
+        return cid
+
+    def get(self, cid: str) -> ConversationRecord:
+        with storage_errors(f"reading conversation {cid}"):
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(self.keys.conversation(cid))
+                pipe.llen(self.keys.inbox(cid))
+                raw, queued = pipe.execute()
+        if not raw:
+            raise NotFound(f"conversation {cid} does not exist")
+        return ConversationRecord(
+            conversation_id=cid,
+            config=self._config(cid, raw),
+            status=ConversationStatus(raw.get("status", "idle")),
+            closed=raw.get("closed") == "1",
+            active_turn=raw.get("active_turn", ""),
+            created_at=float(raw.get("created_at", 0)),
+            updated_at=float(raw.get("updated_at", 0)),
+            queued=int(queued),
+        )
+
+    def _config(self, cid: str, raw: dict[str, str]) -> ConversationConfig:
+        try:
+            return ConversationConfig.model_validate_json(raw.get("config", ""))
+        except ValidationError as exc:
+            raise CorruptRecord(f"config of {self.keys.conversation(cid)} does not parse") from exc
+
+    def submit(self, cid: str, prompt: Content, policy: DoubleTextPolicy) -> Submission:
+        """Queues a turn under the conversation's double-text policy."""
+        tid = new_id()
+        keys = [self.keys.conversation(cid), self.keys.inbox(cid), self.keys.turn(cid, tid),
+                self.keys.events(cid)]
+        args = [cid, tid, prompt.model_dump_json(), policy.value, time.time(), *self._emit_args(cid)]
+        with storage_errors(f"submitting a prompt to conversation {cid}"):
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.zadd(self.keys.active(), {cid: time.time()})
+                _SUBMIT(pipe, keys, args)
+                _, reply = pipe.execute()
+        return Submission(turn_id=tid, after_event_id=self._check_submit(cid, reply))
+
+    def _check_submit(self, cid: str, reply: list[Any]) -> str:
+        outcome = reply[0]
+        if outcome == "not_found":
+            raise NotFound(f"conversation {cid} does not exist")
+        if outcome == "closed":
+            raise ConversationClosed(f"conversation {cid} is closed; its history stays readable")
+        if outcome == "busy":
+            raise Conflict(
+                f"conversation {cid} is busy with turn {reply[1] or '(queued)'} and its "
+                "double-text policy is 'reject'; wait for it or abort it"
+            )
+        return str(reply[1])
+
+    def abort(self, cid: str, *, close: bool = False) -> str:
+        """Ends queued turns now and flags the active one; returns the active turn id or ''."""
+        keys = [self.keys.conversation(cid), self.keys.inbox(cid), self.keys.events(cid)]
+        args = [cid, time.time(), *self._emit_args(cid), int(close)]
+        with storage_errors(f"aborting conversation {cid}"):
+            reply = _ABORT(self.client, keys, args)
+        if reply[0] == "not_found":
+            raise NotFound(f"conversation {cid} does not exist")
+        return str(reply[1])
+
+    def turn(self, cid: str, tid: str) -> TurnRecord:
+        with storage_errors(f"reading turn {tid} of conversation {cid}"):
+            raw = self.client.hgetall(self.keys.turn(cid, tid))
+        if not raw:
+            raise NotFound(f"turn {tid} of conversation {cid} does not exist")
+        try:
+            prompt = Content.model_validate_json(raw["prompt"])
+        except (KeyError, ValidationError) as exc:
+            raise CorruptRecord(f"prompt of {self.keys.turn(cid, tid)} does not parse") from exc
+        return TurnRecord(cid, tid, prompt, TurnStatus(raw.get("status", "queued")),
+                          float(raw.get("created_at", 0)), raw)
+
+    def list(self, *, offset: int = 0, limit: int = 50) -> list[str]:
+        """Conversation ids, newest first."""
+        with storage_errors("listing conversations"):
+            return list(self.client.zrevrange(self.keys.conversations(), offset, offset + limit - 1))
+
+    def count(self) -> int:
+        with storage_errors("counting conversations"):
+            return int(self.client.zcard(self.keys.conversations()))
+
+    def _emit_args(self, cid: str) -> list[Any]:
+        return [self.settings.stream_maxlen, self.settings.events_ttl_s * 1000,
+                self.keys.live(cid), self.keys.live_all()]

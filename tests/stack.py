@@ -1,0 +1,63 @@
+"""Real processes for integration tests: Celery workers that the tests start, kill and stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class WorkerProcess:
+    """`python -m worker` as a child process, with its log in a temporary file."""
+
+    def __init__(self, env: dict[str, str], *, concurrency: int = 4, name: str = "w1") -> None:
+        self.env = {**os.environ, **env, "SIGNOFF_WORKER_CONCURRENCY": str(concurrency)}
+        self.name = name
+        self.log_path = Path(tempfile.mkstemp(prefix=f"signoff-{name}-", suffix=".log")[1])
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 30.0) -> WorkerProcess:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "worker", "worker", "-n", f"{self.name}@%h"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        self._wait_for("ready.", timeout_s)
+        return self
+
+    def _wait_for(self, marker: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if marker in self.log():
+                return
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"worker exited at start:\n{self.log()}")
+            time.sleep(0.05)
+        raise RuntimeError(f"worker not ready in {timeout_s}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no acknowledgement, like a machine going away."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None

@@ -1,0 +1,42 @@
+"""The Celery app, built from settings by a factory; nothing is created at import time."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Celery
+
+from shared.redis_client import connect
+from shared.settings import Settings, load_settings
+from shared.tasks import ADVANCE, SWEEP, celery_config
+from worker.runtime import Runtime
+
+__all__ = ["create_celery"]
+
+log = logging.getLogger(__name__)
+
+
+def create_celery(settings: Settings | None = None) -> Celery:
+    """A worker app whose tasks share one Runtime (one Redis pool, one provider set)."""
+    settings = settings or load_settings()
+    app = Celery("signoff", set_as_current=False)
+    app.conf.update(celery_config(settings))
+    app.conf.update(
+        worker_pool="threads",
+        worker_concurrency=settings.worker_concurrency,
+        beat_schedule={"sweep": {"task": SWEEP, "schedule": settings.sweep_interval_s}},
+    )
+    runtime = Runtime(settings, connect(settings), send_advance=lambda cid: advance.delay(cid))
+
+    @app.task(name=ADVANCE, ignore_result=True)
+    def advance(conversation_id: str) -> str:
+        outcome = runtime.advance(conversation_id)
+        log.info("advance %s: %s", conversation_id, outcome)
+        return outcome
+
+    @app.task(name=SWEEP, ignore_result=True)
+    def sweep() -> list[str]:
+        return runtime.sweep()
+
+    app.signoff_runtime = runtime  # type: ignore[attr-defined]
+    return app

@@ -1,0 +1,59 @@
+"""Building the model's context from history: pure, no I/O.
+
+The store hands over a window: the last compaction (whose summary stands in for
+everything before it) or the current turn's start, whichever is earlier, to the
+end. The context is the system prompt, the summary, then the window's other
+steps. Media reaches the model only in the turn that sent it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from shared.content import Content
+from shared.steps import Step, StepSource, StepTarget, StepType
+from worker.providers.base import Message, Role
+
+__all__ = ["SUMMARY_PREFIX", "build_messages", "estimate_tokens"]
+
+SUMMARY_PREFIX = "Summary of the conversation so far: "
+
+
+def build_messages(system_prompt: str, steps: Sequence[Step], *, prompt: Content | None = None) -> tuple[Message, ...]:
+    """Messages for the model; `prompt` puts the current turn's media on its user message."""
+    messages: list[Message] = [Message(Role.SYSTEM, system_prompt)] if system_prompt else []
+    last_user = -1
+    summary = next((s for s in reversed(steps) if s.type is StepType.COMPACTION), None)
+    if summary is not None:
+        messages.append(Message(Role.SYSTEM, SUMMARY_PREFIX + summary.content))
+    for step in steps:
+        message = _message_for(step)
+        if message is None:
+            continue
+        if message.role is Role.USER and step.type is StepType.USER_INPUT:
+            last_user = len(messages)
+        messages.append(message)
+    if prompt is not None and prompt.media and last_user >= 0:
+        user = messages[last_user]
+        messages[last_user] = Message(Role.USER, user.content, media=tuple(prompt.media))
+    return tuple(messages)
+
+
+def _message_for(step: Step) -> Message | None:
+    if step.type is StepType.USER_INPUT:
+        return None if step.content.startswith("/") else Message(Role.USER, step.content)
+    if step.source is StepSource.MODEL and step.type in (StepType.TEXT_RESPONSE, StepType.TOOL_CALL):
+        return Message(Role.ASSISTANT, step.content, tool_calls=tuple(step.tool_calls))
+    if step.type is StepType.TOOL_RESULT and step.tool_calls:
+        call = step.tool_calls[0]
+        return Message(Role.TOOL, step.content, tool_call_id=call.id, name=call.name)
+    if step.type is StepType.SYSTEM_MESSAGE and step.target is StepTarget.ENVIRONMENT:
+        return Message(Role.USER, step.content)  # an instruction to the model, e.g. a repair request
+    return None
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """A cheap context size estimate (about four characters a token)."""
+    chars = sum(len(m.content) + len(json.dumps([c.args for c in m.tool_calls])) for m in messages)
+    return chars // 4 + 1

@@ -1,0 +1,62 @@
+"""What one leg of a turn works with: the conversation, its writer, its clock."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import redis
+
+from shared.config import ConversationConfig
+from shared.conversations import TurnRecord
+from shared.history import HistoryStore
+from shared.keys import KeySpace
+from shared.settings import Settings
+from worker.checkpoint import TurnCheckpoint
+from worker.lease import Lease
+from worker.writer import Writer
+
+__all__ = ["Leg"]
+
+
+@dataclass
+class Leg:
+    """One turn's leg on one worker: state in, flushes out."""
+
+    client: redis.Redis
+    keys: KeySpace
+    settings: Settings
+    config: ConversationConfig
+    turn: TurnRecord
+    lease: Lease
+    writer: Writer
+    history: HistoryStore
+    checkpoint: TurnCheckpoint
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def cid(self) -> str:
+        return self.turn.conversation_id
+
+    @property
+    def turn_id(self) -> str:
+        return self.turn.turn_id
+
+    def elapsed_s(self) -> float:
+        """Running time of the turn so far, across legs, parked time excluded."""
+        return self.checkpoint.elapsed_s + (time.monotonic() - self.started)
+
+    def timed_out(self) -> bool:
+        return self.elapsed_s() > self.config.limits.timeout_s
+
+    def slice_used(self) -> bool:
+        return time.monotonic() - self.started > self.settings.leg_time_slice_s
+
+    def saved_checkpoint(self) -> dict[str, str]:
+        """The checkpoint as a turn field, with the elapsed time brought up to date."""
+        self.checkpoint.elapsed_s = self.elapsed_s()
+        self.started = time.monotonic()
+        return {"checkpoint": self.checkpoint.model_dump_json()}
+
+    def cancel_requested(self) -> bool:
+        return self.client.hget(self.keys.conversation(self.cid), "cancel_turn") == self.turn_id

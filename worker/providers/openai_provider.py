@@ -1,0 +1,369 @@
+"""The OpenAI-compatible provider: Chat Completions streaming through the official SDK.
+
+One class covers OpenAI, Ollama's ``/v1``, vLLM and the llama.cpp server, so it
+tolerates their differences:
+
+- Tool-call fragments are joined by ``index``; a new ``id`` at a known index
+  starts a new call. A name repeated on every fragment (llama.cpp) is kept
+  once. Calls are emitted, in order, when the finish reason arrives.
+- Arguments that are not a JSON object (a small model's broken JSON) do not
+  raise: the call's args become ``{"_raw": "<the text>"}`` (`RAW_ARGUMENTS_KEY`)
+  so the runtime can report a tool error back to the model; `raw_arguments`
+  reads them, and such a call is sent back to the server with its text as is.
+- A call without an id gets ``call_<n>``, its position in the answer.
+- Reasoning arrives as ``reasoning_content`` or ``reasoning`` on the delta.
+- Usage comes from the last chunk that carries it; a server that sends none
+  yields no `UsageEvent` (nothing is estimated).
+- A stream counts as complete once a finish reason arrived; ending before
+  that is "the stream ended early" (http_code 0).
+- ``ModelRequest.options`` are merged into the request body (temperature,
+  max_tokens, ...). Images go as data URIs; other media as text or file parts.
+
+The SDK's own retries are off: `worker.providers.retry` retries, and only
+before the first event. An empty API key is sent as a placeholder, since local
+servers need none and the SDK refuses an empty one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import openai
+from openai import Stream
+from openai.types.chat import ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import Choice, ChoiceDelta, ChoiceDeltaToolCall
+from openai.types.completion_usage import CompletionUsage
+
+from shared.config import ToolSelection
+from shared.content import Media
+from shared.errors import ProviderError, RateLimited
+from shared.settings import Settings
+from shared.steps import ToolCall, UsageMetadata
+from worker.providers.base import (
+    FinishEvent,
+    Message,
+    ModelRequest,
+    ProviderEvent,
+    Role,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+    ToolSpec,
+    UsageEvent,
+)
+from worker.providers.retry import RetryPolicy, failure, retry_after_s, stream_with_retries
+
+__all__ = [
+    "RAW_ARGUMENTS_KEY",
+    "OpenAIProvider",
+    "function_tool",
+    "parse_arguments",
+    "raw_arguments",
+]
+
+RAW_ARGUMENTS_KEY = "_raw"
+_NO_KEY = "no-key"
+_DETAIL_CHARS = 500
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """A tool call's arguments; text that is not a JSON object comes back under ``_raw``."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {RAW_ARGUMENTS_KEY: text}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
+
+
+def raw_arguments(args: Any) -> str | None:
+    """The unparsed text of malformed arguments, or None when they parsed."""
+    if isinstance(args, dict) and set(args) == {RAW_ARGUMENTS_KEY}:
+        return str(args[RAW_ARGUMENTS_KEY])
+    return None
+
+
+class OpenAIProvider:
+    """Streams a chat completion from an OpenAI-compatible server."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float | None = None,
+        max_retries: int | None = None,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        max_retry_after_s: float = 30.0,
+    ) -> None:
+        config = settings or Settings.model_construct()
+        key = api_key if api_key is not None else config.openai_api_key.get_secret_value()
+        self._client = openai.OpenAI(
+            base_url=base_url or config.openai_base_url,
+            api_key=key or _NO_KEY,
+            timeout=timeout_s or config.provider_timeout_s,
+            max_retries=0,
+        )
+        retries = config.provider_max_retries if max_retries is None else max_retries
+        self._policy = RetryPolicy(retries, backoff_s, max_backoff_s, max_retry_after_s)
+
+    def stream(self, request: ModelRequest) -> Generator[ProviderEvent, None, None]:
+        """Yields the answer's events; closing the iterator closes the HTTP response."""
+        kwargs = _create_kwargs(request)
+        return stream_with_retries(lambda: self._attempt(kwargs), self._policy)
+
+    def close(self) -> None:
+        """Releases the pooled connections."""
+        self._client.close()
+
+    def _attempt(self, kwargs: dict[str, Any]) -> Generator[ProviderEvent, None, None]:
+        where = f"openai model {kwargs['model']!r}"
+        reader = _ChunkReader()
+        with self._open(kwargs, where) as chunks:
+            try:
+                for chunk in chunks:
+                    yield from reader.feed(chunk)
+            except openai.APIError as exc:
+                raise failure(_stream_error(exc, where)) from exc
+            except json.JSONDecodeError as exc:
+                raise failure(ProviderError(f"{where}: unreadable stream chunk: {exc}")) from exc
+        if False:
+            raise failure(ProviderError(f"{where}: the stream ended early, before a finish reason"))
+        yield from reader.end()
+
+    def _open(self, kwargs: dict[str, Any], where: str) -> Stream[ChatCompletionChunk]:
+        try:
+            return cast(Stream[ChatCompletionChunk], self._client.chat.completions.create(**kwargs))
+        except openai.APIStatusError as exc:
+            raise failure(_status_error(exc, where), retry_after_s(exc.response.headers)) from exc
+        except openai.APIConnectionError as exc:
+            error = ProviderError(f"{where}: cannot reach the server: {_cause(exc)}")
+            raise failure(error) from exc
+
+
+# Request mapping
+
+
+def _create_kwargs(request: ModelRequest) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "model": request.model,
+        "messages": [_message(message) for message in request.messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools and request.tool_selection is not ToolSelection.NONE:
+        kwargs["tools"] = [function_tool(spec) for spec in request.tools]
+        kwargs["tool_choice"] = request.tool_selection.value
+    if request.response_schema is not None:
+        kwargs["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "response", "schema": request.response_schema},
+        }
+    if request.options:
+        kwargs["extra_body"] = dict(request.options)
+    return kwargs
+
+
+def function_tool(spec: ToolSpec) -> dict[str, Any]:
+    """A tool in the function-tool shape that OpenAI and Ollama share."""
+    function = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+    return {"type": "function", "function": function}
+
+
+def _message(message: Message) -> dict[str, Any]:
+    """Tool results carry text only: the Chat Completions tool role takes no images."""
+    if message.role is Role.TOOL:
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role is Role.ASSISTANT:
+        return _assistant(message)
+    if message.media:
+        return {"role": message.role.value, "content": _parts(message)}
+    return {"role": message.role.value, "content": message.content}
+
+
+def _assistant(message: Message) -> dict[str, Any]:
+    if not message.tool_calls:
+        return {"role": "assistant", "content": message.content}
+    return {
+        "role": "assistant",
+        "content": message.content or None,
+        "tool_calls": [_call_out(call) for call in message.tool_calls],
+    }
+
+
+def _call_out(call: ToolCall) -> dict[str, Any]:
+    raw = raw_arguments(call.args)
+    arguments = raw if raw is not None else json.dumps(call.args)
+    function = {"name": call.name, "arguments": arguments}
+    return {"id": call.id, "type": "function", "function": function}
+
+
+def _parts(message: Message) -> list[dict[str, Any]]:
+    parts = [{"type": "text", "text": message.content}] if message.content else []
+    return parts + [_media_part(media) for media in message.media]
+
+
+def _media_part(media: Media) -> dict[str, Any]:
+    if media.mime_type.startswith("text/"):
+        return {"type": "text", "text": media.data.decode("utf-8", errors="replace")}
+    uri = f"data:{media.mime_type};base64,{base64.b64encode(media.data).decode('ascii')}"
+    if media.mime_type.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": uri}}
+    filename = "attachment" + (mimetypes.guess_extension(media.mime_type) or "")
+    return {"type": "file", "file": {"file_data": uri, "filename": filename}}
+
+
+# Stream reading
+
+
+@dataclass
+class _PendingCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class _ToolCallAssembler:
+    """Joins streamed tool-call fragments by index, and by id where a server reuses an index."""
+
+    def __init__(self) -> None:
+        self._calls: list[_PendingCall] = []
+        self._by_index: dict[int, _PendingCall] = {}
+        self._last_index = 0
+        self._emitted = 0
+
+    def add(self, fragment: ChoiceDeltaToolCall) -> None:
+        call = self._slot(fragment.index, fragment.id or "")
+        function = fragment.function
+        if function is not None:
+            call.name = _join_name(call.name, function.name or "")
+            if function.arguments:
+                call.arguments.append(function.arguments)
+
+    def _slot(self, index: int | None, call_id: str) -> _PendingCall:
+        key = self._last_index if index is None else index
+        self._last_index = key
+        call = self._by_index.get(key)
+        if call is None or (call_id and call.id and call_id != call.id):
+            call = _PendingCall(id=call_id)
+            self._calls.append(call)
+            self._by_index[key] = call
+        elif call_id:
+            call.id = call_id
+        return call
+
+    def drain(self) -> Iterator[ToolCallEvent]:
+        """The calls not yet emitted, complete."""
+        for number in range(self._emitted, len(self._calls)):
+            call = self._calls[number]
+            args = parse_arguments("".join(call.arguments))
+            yield ToolCallEvent(ToolCall(id=call.id or f"call_{number}", name=call.name, args=args))
+        self._emitted = len(self._calls)
+        self._by_index.clear()
+
+
+def _join_name(current: str, piece: str) -> str:
+    """llama.cpp repeats the whole name on every fragment; others send it once or in pieces."""
+    return current if not piece or piece == current else current + piece
+
+
+class _ChunkReader:
+    """Turns chat-completion chunks into events, keeping what spans chunks."""
+
+    def __init__(self) -> None:
+        self._calls = _ToolCallAssembler()
+        self._usage: UsageMetadata | None = None
+        self._finish_reason: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self._finish_reason is not None
+
+    def feed(self, chunk: ChatCompletionChunk) -> Iterator[ProviderEvent]:
+        if chunk.usage is not None:
+            self._usage = _usage(chunk.usage)
+        for choice in chunk.choices or ():
+            if choice.index in (0, None):
+                yield from self._choice(choice)
+
+    def _choice(self, choice: Choice) -> Iterator[ProviderEvent]:
+        if choice.delta is not None:
+            yield from _deltas(choice.delta)
+            for fragment in choice.delta.tool_calls or ():
+                self._calls.add(fragment)
+        if choice.finish_reason:
+            self._finish_reason = choice.finish_reason
+            yield from self._calls.drain()
+
+    def end(self) -> Iterator[ProviderEvent]:
+        """The events owed once the stream is over: late calls, usage, the finish."""
+        yield from self._calls.drain()
+        if self._usage is not None:
+            yield UsageEvent(self._usage)
+        yield FinishEvent(self._finish_reason or "stop")
+
+
+def _deltas(delta: ChoiceDelta) -> Iterator[ProviderEvent]:
+    extra = delta.model_extra or {}
+    thinking = extra.get("reasoning_content") or extra.get("reasoning")
+    if isinstance(thinking, str) and thinking:
+        yield ThinkingDelta(thinking)
+    if delta.content:
+        yield TextDelta(delta.content)
+    if delta.refusal:
+        yield TextDelta(delta.refusal)
+
+
+def _usage(raw: CompletionUsage) -> UsageMetadata:
+    prompt = raw.prompt_tokens or 0
+    completion = raw.completion_tokens or 0
+    return UsageMetadata(
+        prompt_token_count=prompt,
+        candidates_token_count=completion,
+        total_token_count=raw.total_tokens or prompt + completion,
+        cached_content_token_count=getattr(raw.prompt_tokens_details, "cached_tokens", None) or 0,
+        thoughts_token_count=getattr(raw.completion_tokens_details, "reasoning_tokens", None) or 0,
+    )
+
+
+# Error mapping
+
+
+def _status_error(exc: openai.APIStatusError, where: str) -> ProviderError:
+    status = exc.status_code
+    message = f"{where}: HTTP {status}: {_detail(exc)}"
+    return RateLimited(message, http_code=429) if status == 429 else ProviderError(message, status)
+
+
+def _stream_error(exc: openai.APIError, where: str) -> ProviderError:
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderError(f"{where}: the stream ended early: {_cause(exc)}")
+    body = exc.body if isinstance(exc.body, dict) else {}
+    code = body.get("code")
+    status = code if isinstance(code, int) and 400 <= code < 600 else 0
+    return ProviderError(f"{where}: the server failed mid-stream: {_detail(exc)}", status)
+
+
+def _detail(exc: openai.APIError) -> str:
+    body = exc.body
+    error = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])[:_DETAIL_CHARS]
+    if isinstance(error, str) and error:
+        return error[:_DETAIL_CHARS]
+    return exc.message[:_DETAIL_CHARS]
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__
+    return f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)

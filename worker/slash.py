@@ -1,0 +1,70 @@
+"""Slash commands, handled by the runtime and never sent to the model: /compact and /help."""
+
+from __future__ import annotations
+
+from shared.content import SlashCommand
+from shared.events import StepEvent
+from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
+from worker.context import build_messages
+from worker.leg import Leg
+from worker.providers.base import Message, ModelRequest, Provider, Role, TextDelta, UsageEvent
+from worker.terminal import complete_turn, fail_turn
+from worker.writer import Flush
+
+__all__ = ["COMMANDS", "compact", "run_command"]
+
+COMMANDS = {
+    "compact": "summarise the conversation so far and keep only the summary in the model's context",
+    "help": "list the slash commands",
+}
+_SUMMARY_INSTRUCTION = (
+    "Summarise the conversation so far in a few sentences, keeping facts, decisions and open questions."
+)
+
+
+def run_command(leg: Leg, command: SlashCommand, provider: Provider) -> None:
+    """Runs one command to the end of its turn."""
+    if command.name == "help":
+        lines = [f"/{name}: {text}" for name, text in COMMANDS.items()]
+        leg.checkpoint.final_text = "Slash commands:\n" + "\n".join(lines)
+        complete_turn(leg, [_system_step(leg.checkpoint.final_text)])
+    elif command.name == "compact":
+        compacted = compact(leg, provider)
+        leg.checkpoint.final_text = f"History compacted: {compacted} steps summarised."
+        complete_turn(leg)
+    else:
+        known = ", ".join(f"/{name}" for name in COMMANDS)
+        fail_turn(leg, f"unknown slash command /{command.name}; known commands: {known}",
+                  code="unknown_command")
+
+
+def compact(leg: Leg, provider: Provider) -> int:
+    """Asks the model for a summary and records it as a Compaction step; returns steps covered."""
+    window = leg.history.context_window(leg.checkpoint.turn_start)
+    messages = (*build_messages(leg.config.system_prompt, window), Message(Role.USER, _SUMMARY_INSTRUCTION))
+    summary, usage = _collect(provider, ModelRequest(model=leg.config.model, messages=messages))
+    step = Step(
+        id=f"{leg.turn_id}-compaction-{leg.writer.next_position}", step_index=leg.writer.next_position,
+        type=StepType.COMPACTION, source=StepSource.SYSTEM, target=StepTarget.UNSPECIFIED,
+        status=StepStatus.DONE, content=summary, usage_metadata=usage,
+    )
+    leg.checkpoint.usage = leg.checkpoint.usage + (usage or UsageMetadata())
+    event = StepEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step)
+    leg.writer.write(Flush(steps=[step], usage=usage, events=[event], turn_fields=leg.saved_checkpoint()))
+    return len(window)
+
+
+def _collect(provider: Provider, request: ModelRequest) -> tuple[str, UsageMetadata | None]:
+    text: list[str] = []
+    usage: UsageMetadata | None = None
+    for event in provider.stream(request):
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        elif isinstance(event, UsageEvent):
+            usage = event.usage
+    return "".join(text).strip(), usage
+
+
+def _system_step(text: str) -> Step:
+    return Step(type=StepType.SYSTEM_MESSAGE, source=StepSource.SYSTEM, target=StepTarget.USER,
+                status=StepStatus.DONE, content=text)

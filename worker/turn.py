@@ -1,0 +1,251 @@
+"""A turn as a state machine: start, call the model, run tools, and end.
+
+Each phase ends with a flush that saves the checkpoint with the steps it wrote,
+so a leg can stop after any phase (a time slice, a crash) and another worker
+continues from exactly there.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from enum import Enum
+
+from shared.config import ToolSelection
+from shared.errors import ProviderError
+from shared.events import ConversationStatus, EventBase, StepEvent, TurnStartedEvent, TurnStatus
+from shared.schema import parse_json_answer, schema_violations
+from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from worker.checkpoint import Phase
+from worker.context import build_messages, estimate_tokens
+from worker.leg import Leg
+from worker.providers.base import Message, ModelRequest, Provider
+from worker.providers.registry import ProviderFactory
+from worker.slash import compact, run_command
+from worker.streaming import ModelOutput, StepStreamer
+from worker.terminal import cancel_turn, complete_turn, fail_turn
+from worker.tool_phase import policy_for, run_pending_tools
+from worker.tools import ToolRegistry
+from worker.writer import Flush, LeaseLost
+
+__all__ = ["LegOutcome", "TurnMachine"]
+
+
+class LegOutcome(str, Enum):
+    FINISHED = "finished"
+    YIELDED = "yielded"
+    PARKED = "parked"
+
+
+class TurnMachine:
+    """Drives one turn from its checkpoint until it ends, parks, or its slice is used."""
+
+    def __init__(self, leg: Leg, registry: ToolRegistry, providers: ProviderFactory) -> None:
+        self.leg = leg
+        self.registry = registry
+        self.providers = providers
+
+    def run(self) -> LegOutcome:
+        leg = self.leg
+        while True:
+            if leg.checkpoint.phase is not Phase.START and leg.cancel_requested():
+                cancel_turn(leg)
+                return LegOutcome.FINISHED
+            if leg.timed_out():
+                fail_turn(leg, f"turn timed out after {leg.config.limits.timeout_s:g}s", code="timeout")
+                return LegOutcome.FINISHED
+            if leg.slice_used():
+                leg.writer.write(Flush(turn_fields=leg.saved_checkpoint()))
+                return LegOutcome.YIELDED
+            if self._advance_phase():
+                return LegOutcome.FINISHED
+
+    def _advance_phase(self) -> bool:
+        """Runs the current phase; True when the turn has ended."""
+        phase = self.leg.checkpoint.phase
+        if phase is Phase.START:
+            return self._start()
+        if phase is Phase.COMMAND:
+            return self._command()
+        if phase is Phase.CALL_MODEL:
+            return self._call_model()
+        if phase is Phase.RUN_TOOLS:
+            if not run_pending_tools(self.leg, self.registry):
+                cancel_turn(self.leg)
+                return True
+            return False
+        return self._after_response()
+
+    def _start(self) -> bool:
+        leg, prompt = self.leg, self.leg.turn.prompt
+        command = prompt.slash_command
+        text = f"/{command.name} {command.args}".strip() if command else prompt.text
+        step = Step(id=f"{leg.turn_id}-input", step_index=leg.writer.next_position,
+                    type=StepType.USER_INPUT, source=StepSource.USER, target=StepTarget.UNSPECIFIED,
+                    status=StepStatus.DONE, content=text)
+        leg.checkpoint.turn_start = step.step_index
+        leg.checkpoint.phase = Phase.COMMAND if command else Phase.CALL_MODEL
+        events: list[EventBase] = [
+            TurnStartedEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index),
+            StepEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step),
+        ]
+        turn_fields = {"status": TurnStatus.RUNNING.value, "started_at": time.time(), **leg.saved_checkpoint()}
+        leg.writer.write(Flush(steps=[step], start_turn=True, events=events, turn_fields=turn_fields,
+                               status=ConversationStatus.RUNNING))
+        return False
+
+    def _command(self) -> bool:
+        command = self.leg.turn.prompt.slash_command
+        assert command is not None  # the START phase only chooses COMMAND for a slash command
+        provider = self._provider()
+        if provider is not None:
+            run_command(self.leg, command, provider)
+        return True
+
+    def _provider(self) -> Provider | None:
+        try:
+            return self.providers.get(self.leg.config.provider)
+        except ProviderError as exc:
+            fail_turn(self.leg, str(exc), code="provider_error", http_code=exc.http_code)
+            return None
+
+    def _call_model(self) -> bool:
+        provider = self._provider()
+        if provider is None:
+            return True
+        request = self._request(provider)
+        streamer = StepStreamer(self.leg.writer, step_index=self.leg.writer.next_position,
+                                window_ms=self.leg.settings.flush_interval_ms, should_stop=self._must_stop)
+        try:
+            output = streamer.run(provider.stream(request))
+        except ProviderError as exc:
+            fail_turn(self.leg, f"model call failed: {exc}", code="provider_error", http_code=exc.http_code)
+            return True
+        if output.stopped:
+            return self._stopped(streamer, output)
+        return self._record_response(streamer, output, tools_offered=bool(request.tools))
+
+    def _must_stop(self) -> bool:
+        if self.leg.lease.lost.is_set():
+            raise LeaseLost(f"lease of conversation {self.leg.cid} was lost mid-stream")
+        return self.leg.timed_out()
+
+    def _request(self, provider: Provider) -> ModelRequest:
+        leg, cp = self.leg, self.leg.checkpoint
+        messages = self._messages()
+        budget = leg.settings.compaction_token_budget
+        if budget and estimate_tokens(messages) > budget and self._has_earlier_turns():
+            compact(leg, provider)
+            messages = self._messages()
+        limits = leg.config.limits
+        disabled = (cp.tools_disabled or cp.model_calls + 1 >= limits.max_model_calls
+                    or leg.config.tool_selection is ToolSelection.NONE)
+        names = [n for n in self.registry.names() if policy_for(leg, self.registry, n) is not None]
+        tools = () if disabled else self.registry.specs(names)
+        selection = ToolSelection.NONE if disabled or not tools else (
+            leg.config.tool_selection if cp.model_calls == 0 else ToolSelection.AUTO)
+        return ModelRequest(model=leg.config.model, messages=messages, tools=tools,
+                            tool_selection=selection, response_schema=leg.config.response_schema)
+
+    def _messages(self) -> tuple[Message, ...]:
+        window = self.leg.history.context_window(self.leg.checkpoint.turn_start)
+        return build_messages(self.leg.config.system_prompt, window, prompt=self.leg.turn.prompt)
+
+    def _has_earlier_turns(self) -> bool:
+        window = self.leg.history.context_window(self.leg.checkpoint.turn_start)
+        return bool(window) and window[0].step_index < self.leg.checkpoint.turn_start and (
+            window[0].type is not StepType.COMPACTION or window[0].step_index > 0)
+
+    def _stopped(self, streamer: StepStreamer, output: ModelOutput) -> bool:
+        partial = self._response_step(streamer, output, status=StepStatus.CANCELED)
+        pending = streamer.take_pending()
+        if pending is not None:
+            self.leg.writer.write(Flush(events=[pending]))
+        if streamer.cancel_requested or self.leg.cancel_requested():
+            cancel_turn(self.leg, partial=partial)
+        else:
+            limit = self.leg.config.limits.timeout_s
+            fail_turn(self.leg, f"turn timed out after {limit:g}s", code="timeout", extra=[partial])
+        return True
+
+    def _response_step(self, streamer: StepStreamer, output: ModelOutput, *, status: StepStatus) -> Step:
+        calls = [self._with_path(c) for c in output.tool_calls]
+        return Step(
+            id=f"{self.leg.turn_id}-model-{streamer.step_index}", step_index=streamer.step_index,
+            type=StepType.TOOL_CALL if calls else StepType.TEXT_RESPONSE,
+            source=StepSource.MODEL, target=StepTarget.USER, status=status,
+            content=output.content, thinking=output.thinking, tool_calls=calls,
+            is_complete_response=not calls and status is StepStatus.DONE,
+            usage_metadata=output.usage,
+        )
+
+    def _with_path(self, call: ToolCall) -> ToolCall:
+        path = self.registry.canonical_path(call, self.leg.settings)
+        return call.model_copy(update={"canonical_path": path}) if path else call
+
+    def _record_response(self, streamer: StepStreamer, output: ModelOutput, *, tools_offered: bool) -> bool:
+        leg, cp = self.leg, self.leg.checkpoint
+        if not tools_offered:
+            output.tool_calls = []
+        step = self._response_step(streamer, output, status=StepStatus.DONE)
+        cp.model_calls += 1
+        if output.usage is not None:
+            cp.usage = cp.usage + output.usage
+        extra = self._next_phase(step)
+        events: list[EventBase] = []
+        pending = streamer.take_pending()
+        if pending is not None:
+            events.append(pending)
+        steps = [step, *extra]
+        for offset, s in enumerate(steps):
+            s.step_index = streamer.step_index + offset
+            events.append(StepEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=s.step_index, step=s))
+        leg.writer.write(Flush(steps=steps, usage=output.usage, events=events, turn_fields=leg.saved_checkpoint()))
+        return self._after_response()
+
+    def _next_phase(self, step: Step) -> list[Step]:
+        """Chooses what follows a model response; returns any step to append with it."""
+        cp = self.leg.checkpoint
+        if step.tool_calls:
+            cp.pending_calls = list(step.tool_calls)
+            cp.phase = Phase.RUN_TOOLS
+            return []
+        schema = self.leg.config.response_schema
+        cp.final_text = step.content
+        if schema is None:
+            cp.phase = Phase.FINISH
+            return []
+        return self._check_structured(step.content, schema)
+
+    def _check_structured(self, content: str, schema: dict) -> list[Step]:
+        cp = self.leg.checkpoint
+        try:
+            value = parse_json_answer(content)
+            problems = schema_violations(value, schema)
+        except ValueError as exc:
+            value, problems = None, [f"$: not JSON ({exc})"]
+        if not problems:
+            cp.structured_output, cp.phase = value, Phase.FINISH
+            return []
+        cp.phase = Phase.CALL_MODEL if not cp.repair_attempted else Phase.FINISH
+        if cp.repair_attempted:
+            cp.failure = "structured output is invalid against the response schema: " + "; ".join(problems)
+            return []
+        cp.repair_attempted = True
+        instruction = (
+            "Your answer is not valid against the required JSON schema: " + "; ".join(problems)
+            + ". Reply again with only a JSON document valid against this schema: " + json.dumps(schema)
+        )
+        return [Step(id=f"{self.leg.turn_id}-repair", type=StepType.SYSTEM_MESSAGE, source=StepSource.SYSTEM,
+                     target=StepTarget.ENVIRONMENT, status=StepStatus.DONE, content=instruction)]
+
+    def _after_response(self) -> bool:
+        cp = self.leg.checkpoint
+        if cp.phase is not Phase.FINISH:
+            return False
+        if cp.failure:
+            fail_turn(self.leg, cp.failure, code="invalid_structured_output")
+        else:
+            complete_turn(self.leg)
+        return True
+

@@ -1,0 +1,147 @@
+"""The runtime's only way to write: one fenced Lua script per flush.
+
+A flush checks the lease's fencing token, appends finished steps with their usage
+to history, adds events to the stream and publishes them, and updates the turn's
+checkpoint and the conversation's fields: one round trip, all or nothing. It
+returns whether an abort was requested for the running turn, so checking for
+cancellation costs nothing extra.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from shared.emit import EMIT_LUA, encode_event
+from shared.errors import Conflict
+from shared.events import ConversationStatus, EventBase
+from shared.history import HISTORY_WRITE_LUA, history_args
+from shared.keys import KeySpace
+from shared.lua import LuaScript
+from shared.redis_client import storage_errors
+from shared.settings import Settings
+from shared.steps import USAGE_FIELDS, Step, UsageMetadata
+
+__all__ = ["Flush", "LeaseLost", "Writer"]
+
+# KEYS: lease, conv, turn, events, then the five history keys
+# ARGV: token, turn id, maxlen, ttl_ms, channel, channel_all, cid, new status ('' = unchanged),
+#       n turn fields, pairs..., n conv fields, pairs..., n events, json..., history args...
+# A new status becomes 'closed' when the conversation was closed meanwhile; its status
+# event is emitted here, after the flush's own events.
+_FLUSH = LuaScript(
+    EMIT_LUA
+    + HISTORY_WRITE_LUA
+    + """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'fenced'} end
+local at = 9
+local function set_pairs(key)
+  local n = tonumber(ARGV[at]); at = at + 1
+  for _ = 1, n do
+    redis.call('HSET', key, ARGV[at], ARGV[at + 1]); at = at + 2
+  end
+end
+set_pairs(KEYS[3])
+set_pairs(KEYS[2])
+local n = tonumber(ARGV[at]); at = at + 1
+local channels = {ARGV[5], ARGV[6]}
+local ids = {}
+local first_event = at
+at = at + n
+local written = history_write({KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}, ARGV, at)
+for j = 0, n - 1 do
+  ids[#ids + 1] = emit(KEYS[4], ARGV[3], ARGV[4], channels, ARGV[first_event + j])
+end
+if ARGV[8] ~= '' then
+  local status = ARGV[8]
+  if status == 'idle' and redis.call('HGET', KEYS[2], 'closed') == '1' then status = 'closed' end
+  redis.call('HSET', KEYS[2], 'status', status)
+  ids[#ids + 1] = emit(KEYS[4], ARGV[3], ARGV[4], channels, cjson.encode(
+    {kind = 'status', conversation_id = ARGV[7], turn_id = ARGV[2], status = status}))
+end
+local cancel = 0
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[2], 'cancel_turn') == ARGV[2] then cancel = 1 end
+return {'ok', written[1], cancel, ids}
+"""
+)
+
+
+class LeaseLost(Conflict):
+    """Raised when another worker took over the conversation; this leg must stop writing."""
+
+
+@dataclass
+class Flush:
+    """What one round trip writes."""
+
+    steps: list[Step] = field(default_factory=list)
+    usage: UsageMetadata | None = None
+    start_turn: bool = False
+    events: list[EventBase] = field(default_factory=list)
+    turn_fields: dict[str, Any] = field(default_factory=dict)
+    conversation_fields: dict[str, Any] = field(default_factory=dict)
+    status: ConversationStatus | None = None
+
+
+@dataclass(frozen=True)
+class FlushResult:
+    first_position: int
+    cancel_requested: bool
+    event_ids: list[str]
+
+
+class Writer:
+    """Writes flushes for one conversation's running turn under a fencing token."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace, settings: Settings, cid: str,
+                 *, token: str, turn_id: str, max_history_size: int, model: str) -> None:
+        self.client = client
+        self.settings = settings
+        self.cid = cid
+        self.token = token
+        self.turn_id = turn_id
+        self.max_history_size = max_history_size
+        self.model = model
+        self._keys = keys
+        self._script_keys = [keys.lease(cid), keys.conversation(cid), keys.turn(cid, turn_id),
+                             keys.events(cid), keys.steps(cid), keys.history_meta(cid),
+                             keys.turn_starts(cid), keys.compactions(cid), keys.usage(cid)]
+        self.round_trips = 0
+        self.next_position = 0  # absolute history position of the next step; set by the leg
+
+    def write(self, flush: Flush) -> FlushResult:
+        args = [self.token, self.turn_id, self.settings.stream_maxlen,
+                self.settings.events_ttl_s * 1000, self._keys.live(self.cid), self._keys.live_all(),
+                self.cid, flush.status.value if flush.status else ""]
+        args += _pairs(flush.turn_fields) + _pairs(flush.conversation_fields)
+        args += [len(flush.events), *(encode_event(e) for e in flush.events)]
+        args += history_args(flush.steps, self.max_history_size,
+                             usage=flush.usage, start_turn=flush.start_turn)
+        with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
+            reply = self._send(args, flush.usage)
+        self.round_trips += 1
+        if reply[0] == "fenced":
+            raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
+        self.next_position = int(reply[1]) + len(flush.steps)
+        return FlushResult(int(reply[1]), reply[2] == 1, list(reply[3]))
+
+    def _send(self, args: list[Any], usage: UsageMetadata | None) -> Any:
+        if usage is None or usage.is_zero():
+            return _FLUSH(self.client, self._script_keys, args)
+        with self.client.pipeline(transaction=False) as pipe:
+            _FLUSH(pipe, self._script_keys, args)
+            day_key = self._keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
+            for name in USAGE_FIELDS:
+                pipe.hincrby(day_key, f"{self.model}:{name}", getattr(usage, name))
+            return pipe.execute()[0]
+
+
+def _pairs(fields: dict[str, Any]) -> list[Any]:
+    flat: list[Any] = [len(fields)]
+    for name, value in fields.items():
+        flat += [name, value if isinstance(value, str | int | float) else json.dumps(value)]
+    return flat
