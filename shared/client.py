@@ -123,11 +123,15 @@ class Conversation:
     def chat(self, content: Prompt) -> Iterator[StreamChunk]:
         """Sends a prompt and yields its Thought, Text and ToolCall chunks as they arrive.
 
-        Ends with the turn: a failed turn raises TurnFailed, an aborted one Cancelled.
+        The prompt is sent at once, before the first chunk is asked for. The stream ends
+        with the turn: a failed turn raises TurnFailed, an aborted one Cancelled.
         """
         submission = self._submit(content)
-        follower = TurnFollower(submission.turn_id)
-        for event in self._follow(follower, submission.after_event_id):
+        return self._chunks_of(submission.turn_id, submission.after_event_id)
+
+    def _chunks_of(self, turn_id: str, after: str) -> Iterator[StreamChunk]:
+        follower = TurnFollower(turn_id)
+        for event in self._follow(follower, after):
             yield from follower.chunks(event)
         if follower.error is not None:
             raise follower.error

@@ -137,7 +137,7 @@ class OpenAIProvider:
                 raise failure(_stream_error(exc, where)) from exc
             except json.JSONDecodeError as exc:
                 raise failure(ProviderError(f"{where}: unreadable stream chunk: {exc}")) from exc
-        if False:
+        if not reader.finished:
             raise failure(ProviderError(f"{where}: the stream ended early, before a finish reason"))
         yield from reader.end()
 

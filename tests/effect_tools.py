@@ -1,0 +1,23 @@
+"""A user tool module for the tests: `record_effect` appends a line to a file, so runs can be counted."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from worker.tools import ToolContext, object_schema, tool
+
+
+@tool(parameters=object_schema({"note": {"type": "string"}}, required=["note"]))
+def record_effect(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+    """Appends the note to $SIGNOFF_TEST_EFFECTS; a visible, countable side effect."""
+    path = Path(os.environ["SIGNOFF_TEST_EFFECTS"])
+    with path.open("a") as effects:
+        effects.write(f"{context.call_id} {args['note']}\n")
+    time.sleep(float(os.environ.get("SIGNOFF_TEST_EFFECT_DELAY_S", "0")))
+    return {"recorded": args["note"]}
+
+
+TOOLS = [record_effect]
