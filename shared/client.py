@@ -39,7 +39,9 @@ _BLOCK_MS = 1000
 class Client:
     """Entry point: settings from the environment when omitted."""
 
-    def __init__(self, settings: Settings | None = None, *, redis_client: redis.Redis | None = None) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, redis_client: redis.Redis | None = None
+    ) -> None:
         self.settings = settings or load_settings()
         self.redis = redis_client or connect(self.settings)
         self.keys = KeySpace(self.settings.key_prefix)
@@ -70,18 +72,30 @@ class Client:
             check_schema(response_schema)
         limits = TurnLimits(
             max_model_calls=max_model_calls or self.settings.max_model_calls,
-            max_tool_calls=self.settings.max_tool_calls if max_tool_calls is None else max_tool_calls,
+            max_tool_calls=self.settings.max_tool_calls
+            if max_tool_calls is None
+            else max_tool_calls,
             timeout_s=timeout_s or self.settings.turn_timeout_s,
         )
         config = ConversationConfig.from_settings(
-            self.settings, provider=provider, model=model, system_prompt=system_prompt, tools=tools,
-            allow_all=allow_all, tool_selection=tool_selection, max_history_size=max_history_size,
-            response_schema=response_schema, double_text_policy=double_text_policy, limits=limits,
+            self.settings,
+            provider=provider,
+            model=model,
+            system_prompt=system_prompt,
+            tools=tools,
+            allow_all=allow_all,
+            tool_selection=tool_selection,
+            max_history_size=max_history_size,
+            response_schema=response_schema,
+            double_text_policy=double_text_policy,
+            limits=limits,
             metadata=metadata,
         )
         return self.create(config, conversation_id=conversation_id)
 
-    def create(self, config: ConversationConfig, *, conversation_id: str | None = None) -> Conversation:
+    def create(
+        self, config: ConversationConfig, *, conversation_id: str | None = None
+    ) -> Conversation:
         return Conversation(self, self.store.create(config, conversation_id=conversation_id))
 
     def conversation(self, conversation_id: str) -> Conversation:
@@ -110,7 +124,7 @@ class Conversation:
     # Sending
 
     def send(self, content: Prompt) -> str:
-        """Validates and queues a prompt; returns its turn id. Nothing is queued if it is invalid."""
+        """Validates and queues a prompt; returns its turn id. Invalid prompts queue nothing."""
         return self._submit(content).turn_id
 
     def _submit(self, content: Prompt) -> Any:
@@ -145,8 +159,9 @@ class Conversation:
         """`chat_to_completion` for multimodal Content (text, media, slash commands)."""
         return self.chat_to_completion(content)
 
-    def wait_for_turn(self, turn_id: str, *, after_event_id: str = "0-0",
-                      timeout: float | None = None) -> ChatResponse:
+    def wait_for_turn(
+        self, turn_id: str, *, after_event_id: str = "0-0", timeout: float | None = None
+    ) -> ChatResponse:
         """Waits for a turn's terminal event and returns its response (or raises its error)."""
         follower = TurnFollower(turn_id)
         for event in self._follow(follower, after_event_id, timeout=timeout):
@@ -155,13 +170,17 @@ class Conversation:
 
     # Receiving
 
-    def receive_steps(self, turn_id: str | None = None, *, after_event_id: str = "0-0") -> Iterator[Step]:
+    def receive_steps(
+        self, turn_id: str | None = None, *, after_event_id: str = "0-0"
+    ) -> Iterator[Step]:
         """The raw steps of a turn (the active one when omitted), partial and finished, live."""
         follower = TurnFollower(turn_id or self._current_turn())
         for event in self._follow(follower, after_event_id):
             yield from follower.steps(event)
 
-    def receive_chunks(self, turn_id: str | None = None, *, after_event_id: str = "0-0") -> Iterator[StreamChunk]:
+    def receive_chunks(
+        self, turn_id: str | None = None, *, after_event_id: str = "0-0"
+    ) -> Iterator[StreamChunk]:
         """`receive_steps` through the chunk filter."""
         follower = TurnFollower(turn_id or self._current_turn())
         for event in self._follow(follower, after_event_id):
@@ -176,8 +195,10 @@ class Conversation:
             return str(queued)
         raise Conflict(f"conversation {self.conversation_id} has no running or queued turn")
 
-    def _follow(self, follower: TurnFollower, after: str, *, timeout: float | None = None) -> Iterator[EventBase]:
-        """Events after `after` until the follower's turn ends; checks the turn record when quiet."""
+    def _follow(
+        self, follower: TurnFollower, after: str, *, timeout: float | None = None
+    ) -> Iterator[EventBase]:
+        """Events after `after` until the turn ends; reads the turn record when quiet."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not follower.done:
             if deadline is not None and time.monotonic() > deadline:
@@ -202,7 +223,9 @@ class Conversation:
 
     def _history(self) -> HistoryStore:
         limit = self.record().config.max_history_size
-        return HistoryStore(self.client.redis, self.client.keys, self.conversation_id, max_history_size=limit)
+        return HistoryStore(
+            self.client.redis, self.client.keys, self.conversation_id, max_history_size=limit
+        )
 
     def snapshot(self) -> HistorySnapshot:
         return self._history().snapshot()
@@ -238,7 +261,9 @@ class Conversation:
     def clear_history(self) -> None:
         """Resets steps, turns, compactions and usage; refused while a turn runs."""
         if not self.is_idle:
-            raise Conflict(f"conversation {self.conversation_id} has a turn running or queued; abort it first")
+            raise Conflict(
+                f"conversation {self.conversation_id} has a turn running or queued; abort it first"
+            )
         self._history().clear()
 
     @property
@@ -254,8 +279,9 @@ class Conversation:
             remaining = _BLOCK_MS if deadline is None else int((deadline - time.monotonic()) * 1000)
             if remaining <= 0:
                 return False
-            for event in self.client.events.wait(self.conversation_id, after,
-                                                 block_ms=min(remaining, _BLOCK_MS)):
+            for event in self.client.events.wait(
+                self.conversation_id, after, block_ms=min(remaining, _BLOCK_MS)
+            ):
                 after = event.id or after
         return True
 
@@ -274,4 +300,3 @@ class Conversation:
     @property
     def status(self) -> ConversationStatus:
         return self.record().status
-

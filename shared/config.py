@@ -45,7 +45,8 @@ class ConversationConfig(BaseModel):
     model: str = "signoff-demo"
     system_prompt: str = ""
     tools: dict[str, ToolPolicy] | None = Field(
-        default=None, description="Enabled tools and their policy; None enables every registered tool."
+        default=None,
+        description="Enabled tools and their policy; None enables every registered tool.",
     )
     allow_all: bool = Field(default=False, description="Run every tool without asking.")
     tool_selection: ToolSelection = ToolSelection.AUTO

@@ -55,7 +55,8 @@ local queued = redis.call('LLEN', KEYS[2])
 local channels = {ARGV[8], ARGV[9]}
 if ARGV[4] == 'reject' and (active ~= '' or queued > 0) then return {'busy', active} end
 if ARGV[4] == 'interrupt' then
-  cancel_queued(KEYS[1], KEYS[2], KEYS[4], ARGV[6], ARGV[7], channels, ARGV[1], 'interrupted', ARGV[5])
+  cancel_queued(KEYS[1], KEYS[2], KEYS[4], ARGV[6], ARGV[7], channels, ARGV[1],
+                'interrupted', ARGV[5])
   if active ~= '' then redis.call('HSET', KEYS[1], 'cancel_turn', active) end
 end
 redis.call('HSET', KEYS[3], 'conversation_id', ARGV[1], 'turn_id', ARGV[2], 'prompt', ARGV[3],
@@ -75,7 +76,8 @@ _ABORT = LuaScript(
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
 local channels = {ARGV[5], ARGV[6]}
-local cancelled = cancel_queued(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4], channels, ARGV[1], 'aborted', ARGV[2])
+local cancelled = cancel_queued(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4], channels, ARGV[1],
+                                'aborted', ARGV[2])
 local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
 if active ~= '' then redis.call('HSET', KEYS[1], 'cancel_turn', active) end
 if ARGV[7] == '1' and redis.call('HGET', KEYS[1], 'closed') ~= '1' then
@@ -136,25 +138,34 @@ class ConversationStore:
         cid = check_id(conversation_id or new_id(), "conversation id")
         now = time.time()
         with storage_errors("creating a conversation"):
-            created = self.client.hsetnx(self.keys.conversation(cid), "config", config.model_dump_json())
+            created = self.client.hsetnx(
+                self.keys.conversation(cid), "config", config.model_dump_json()
+            )
             if not created:
                 raise Conflict(f"conversation {cid} already exists")
             with self.client.pipeline(transaction=False) as pipe:
                 pipe.hset(
                     self.keys.conversation(cid),
-                    mapping={"status": ConversationStatus.IDLE.value, "closed": "0",
-                             "created_at": now, "updated_at": now, "active_turn": ""},
+                    mapping={
+                        "status": ConversationStatus.IDLE.value,
+                        "closed": "0",
+                        "created_at": now,
+                        "updated_at": now,
+                        "active_turn": "",
+                    },
                 )
                 pipe.zadd(self.keys.conversations(), {cid: now})
                 pipe.execute()
         return cid
 
     def get(self, cid: str) -> ConversationRecord:
-        with storage_errors(f"reading conversation {cid}"):
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.hgetall(self.keys.conversation(cid))
-                pipe.llen(self.keys.inbox(cid))
-                raw, queued = pipe.execute()
+        with (
+            storage_errors(f"reading conversation {cid}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
+            pipe.hgetall(self.keys.conversation(cid))
+            pipe.llen(self.keys.inbox(cid))
+            raw, queued = pipe.execute()
         if not raw:
             raise NotFound(f"conversation {cid} does not exist")
         return ConversationRecord(
@@ -177,14 +188,27 @@ class ConversationStore:
     def submit(self, cid: str, prompt: Content, policy: DoubleTextPolicy) -> Submission:
         """Queues a turn under the conversation's double-text policy."""
         tid = new_id()
-        keys = [self.keys.conversation(cid), self.keys.inbox(cid), self.keys.turn(cid, tid),
-                self.keys.events(cid)]
-        args = [cid, tid, prompt.model_dump_json(), policy.value, time.time(), *self._emit_args(cid)]
-        with storage_errors(f"submitting a prompt to conversation {cid}"):
-            with self.client.pipeline(transaction=False) as pipe:
-                pipe.zadd(self.keys.active(), {cid: time.time()})
-                _SUBMIT(pipe, keys, args)
-                _, reply = pipe.execute()
+        keys = [
+            self.keys.conversation(cid),
+            self.keys.inbox(cid),
+            self.keys.turn(cid, tid),
+            self.keys.events(cid),
+        ]
+        args = [
+            cid,
+            tid,
+            prompt.model_dump_json(),
+            policy.value,
+            time.time(),
+            *self._emit_args(cid),
+        ]
+        with (
+            storage_errors(f"submitting a prompt to conversation {cid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            pipe.zadd(self.keys.active(), {cid: time.time()})
+            _SUBMIT(pipe, keys, args)
+            _, reply = pipe.execute()
         return Submission(turn_id=tid, after_event_id=self._check_submit(cid, reply))
 
     def _check_submit(self, cid: str, reply: list[Any]) -> str:
@@ -212,25 +236,36 @@ class ConversationStore:
 
     def turn(self, cid: str, tid: str) -> TurnRecord:
         with storage_errors(f"reading turn {tid} of conversation {cid}"):
-            raw = self.client.hgetall(self.keys.turn(cid, tid))
+            raw: dict[str, str] = self.client.hgetall(self.keys.turn(cid, tid))  # type: ignore[assignment]
         if not raw:
             raise NotFound(f"turn {tid} of conversation {cid} does not exist")
         try:
             prompt = Content.model_validate_json(raw["prompt"])
         except (KeyError, ValidationError) as exc:
             raise CorruptRecord(f"prompt of {self.keys.turn(cid, tid)} does not parse") from exc
-        return TurnRecord(cid, tid, prompt, TurnStatus(raw.get("status", "queued")),
-                          float(raw.get("created_at", 0)), raw)
+        return TurnRecord(
+            cid,
+            tid,
+            prompt,
+            TurnStatus(raw.get("status", "queued")),
+            float(raw.get("created_at", 0)),
+            raw,
+        )
 
-    def list(self, *, offset: int = 0, limit: int = 50) -> list[str]:
+    def ids(self, *, offset: int = 0, limit: int = 50) -> list[str]:
         """Conversation ids, newest first."""
         with storage_errors("listing conversations"):
-            return list(self.client.zrevrange(self.keys.conversations(), offset, offset + limit - 1))
+            found = self.client.zrevrange(self.keys.conversations(), offset, offset + limit - 1)
+        return [str(cid) for cid in found]
 
     def count(self) -> int:
         with storage_errors("counting conversations"):
             return int(self.client.zcard(self.keys.conversations()))
 
     def _emit_args(self, cid: str) -> list[Any]:
-        return [self.settings.stream_maxlen, self.settings.events_ttl_s * 1000,
-                self.keys.live(cid), self.keys.live_all()]
+        return [
+            self.settings.stream_maxlen,
+            self.settings.events_ttl_s * 1000,
+            self.keys.live(cid),
+            self.keys.live_all(),
+        ]

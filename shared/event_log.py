@@ -39,14 +39,14 @@ class EventLog:
     def last_id(self, cid: str) -> str:
         with storage_errors(f"reading events of conversation {cid}"):
             entries = self.client.xrevrange(self.keys.events(cid), count=1)
-        return entries[0][0] if entries else START
+        return str(entries[0][0]) if entries else START
 
     def after(self, cid: str, after_id: str = START, *, count: int = 500) -> list[EventBase]:
         """Events strictly after `after_id`, oldest first (a replay page)."""
         key = self.keys.events(cid)
         with storage_errors(f"reading events of conversation {cid}"):
-            entries = self.client.xrange(key, min=f"({after_id}", count=count)
-        return [parse_event(key, sid, fields["e"]) for sid, fields in entries]
+            entries: Any = self.client.xrange(key, min=f"({after_id}", count=count)
+        return [parse_event(key, str(sid), str(fields["e"])) for sid, fields in entries]
 
     def wait(self, cid: str, after_id: str, *, block_ms: int, count: int = 500) -> list[EventBase]:
         """Blocks up to `block_ms` for events after `after_id` (woken by Redis, no polling)."""
@@ -55,4 +55,4 @@ class EventLog:
             reply: Any = self.client.xread({key: after_id}, count=count, block=block_ms)
         if not reply:
             return []
-        return [parse_event(key, sid, fields["e"]) for sid, fields in reply[0][1]]
+        return [parse_event(key, str(sid), str(fields["e"])) for sid, fields in reply[0][1]]

@@ -15,18 +15,18 @@ from shared.steps import Step, UsageMetadata
 
 __all__ = [
     "EVENT",
+    "CancelledEvent",
     "ChatResponse",
     "CompletedEvent",
+    "ConversationStatus",
     "Event",
     "EventBase",
+    "FailedEvent",
     "NotificationEvent",
     "StatusEvent",
     "StepEvent",
-    "CancelledEvent",
-    "FailedEvent",
     "TurnStartedEvent",
     "TurnStatus",
-    "ConversationStatus",
 ]
 
 
@@ -114,11 +114,23 @@ class CancelledEvent(EventBase):
 
 
 Event = Annotated[
-    TurnStartedEvent | StepEvent | NotificationEvent | StatusEvent | CompletedEvent | FailedEvent | CancelledEvent,
+    TurnStartedEvent
+    | StepEvent
+    | NotificationEvent
+    | StatusEvent
+    | CompletedEvent
+    | FailedEvent
+    | CancelledEvent,
     Field(discriminator="kind"),
 ]
 EVENT: TypeAdapter[
-    TurnStartedEvent | StepEvent | NotificationEvent | StatusEvent | CompletedEvent | FailedEvent | CancelledEvent
+    TurnStartedEvent
+    | StepEvent
+    | NotificationEvent
+    | StatusEvent
+    | CompletedEvent
+    | FailedEvent
+    | CancelledEvent
 ] = TypeAdapter(Event)
 
 TERMINAL_KINDS = frozenset({"completed", "failed", "cancelled"})

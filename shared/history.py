@@ -215,14 +215,16 @@ class HistoryStore:
     def snapshot(self) -> HistorySnapshot:
         """Reads everything in one MULTI/EXEC so the parts agree with each other."""
         steps_key, meta_key, turns_key, compactions_key, usage_key = self._keys
-        with storage_errors(f"reading history of conversation {self.conversation_id}"):
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.lrange(steps_key, 0, -1)
-                pipe.hgetall(meta_key)
-                pipe.lrange(turns_key, 0, -1)
-                pipe.lrange(compactions_key, 0, -1)
-                pipe.hgetall(usage_key)
-                raw_steps, meta, turns, compactions, usage = pipe.execute()
+        with (
+            storage_errors(f"reading history of conversation {self.conversation_id}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
+            pipe.lrange(steps_key, 0, -1)
+            pipe.hgetall(meta_key)
+            pipe.lrange(turns_key, 0, -1)
+            pipe.lrange(compactions_key, 0, -1)
+            pipe.hgetall(usage_key)
+            raw_steps, meta, turns, compactions, usage = pipe.execute()
         trimmed = int(meta.get("trimmed", 0))
         return HistorySnapshot(
             steps=[self._parse(raw, trimmed + i) for i, raw in enumerate(raw_steps)],
@@ -239,11 +241,13 @@ class HistoryStore:
     def steps(self, start: int = 0, count: int | None = None) -> list[Step]:
         """Retained steps from relative position `start`, at most `count` of them."""
         stop = -1 if count is None else start + count - 1
-        with storage_errors(f"reading history of conversation {self.conversation_id}"):
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.hget(self._keys[1], "trimmed")
-                pipe.lrange(self._keys[0], start, stop)
-                trimmed_raw, raw_steps = pipe.execute()
+        with (
+            storage_errors(f"reading history of conversation {self.conversation_id}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
+            pipe.hget(self._keys[1], "trimmed")
+            pipe.lrange(self._keys[0], start, stop)
+            trimmed_raw, raw_steps = pipe.execute()
         trimmed = int(trimmed_raw or 0)
         return [self._parse(raw, trimmed + start + i) for i, raw in enumerate(raw_steps)]
 

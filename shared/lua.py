@@ -23,9 +23,7 @@ class LuaScript:
         self.body = body
         self.sha = hashlib.sha1(body.encode(), usedforsecurity=False).hexdigest()
 
-    def __call__(
-        self, client: redis.Redis | Pipeline, keys: list[str], args: list[Any]
-    ) -> Any:
+    def __call__(self, client: redis.Redis | Pipeline, keys: list[str], args: list[Any]) -> Any:
         if isinstance(client, Pipeline):
             return client.eval(self.body, len(keys), *keys, *args)
         try:

@@ -28,7 +28,9 @@ def check_schema(schema: dict[str, Any]) -> dict[str, Any]:
 def schema_violations(instance: Any, schema: dict[str, Any]) -> list[str]:
     """Every violation as '$.path: message', sorted; empty when the instance is valid."""
     validator = Draft202012Validator(schema)
-    return sorted(f"{error.json_path}: {error.message}" for error in validator.iter_errors(instance))
+    return sorted(
+        f"{error.json_path}: {error.message}" for error in validator.iter_errors(instance)
+    )
 
 
 def parse_json_answer(text: str) -> Any:

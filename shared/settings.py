@@ -34,33 +34,59 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     # Redis
-    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis for state, events and the broker.")
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0", description="Redis for state, events and the broker."
+    )
     key_prefix: str = Field("signoff", description="Prefix of every Redis key Signoff writes.")
     redis_timeout_s: float = Field(5.0, gt=0, description="Socket timeout for Redis commands.")
 
     # History and prompts
     max_history_size: int = Field(
-        DEFAULT_MAX_HISTORY_SIZE, ge=0, description="Steps retained per conversation; 0 means unlimited."
+        DEFAULT_MAX_HISTORY_SIZE,
+        ge=0,
+        description="Steps retained per conversation; 0 means unlimited.",
     )
-    max_prompt_text_bytes: int = Field(1_000_000, gt=0, description="Text bytes allowed in one prompt.")
-    max_prompt_media_bytes: int = Field(20_000_000, gt=0, description="Media bytes allowed in one prompt.")
+    max_prompt_text_bytes: int = Field(
+        1_000_000, gt=0, description="Text bytes allowed in one prompt."
+    )
+    max_prompt_media_bytes: int = Field(
+        20_000_000, gt=0, description="Media bytes allowed in one prompt."
+    )
     allowed_media_types: frozenset[str] = Field(
-        frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "text/plain"}),
+        frozenset(
+            {"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "text/plain"}
+        ),
         description="Media types a prompt may attach.",
     )
 
     # Events and streaming
-    stream_maxlen: int = Field(10_000, gt=0, description="Approximate length cap of each event stream.")
-    events_ttl_s: int = Field(7 * 86_400, gt=0, description="Event streams expire this long after their last write.")
-    flush_interval_ms: int = Field(20, ge=0, description="Window over which deltas are coalesced into one write.")
+    stream_maxlen: int = Field(
+        10_000, gt=0, description="Approximate length cap of each event stream."
+    )
+    events_ttl_s: int = Field(
+        7 * 86_400, gt=0, description="Event streams expire this long after their last write."
+    )
+    flush_interval_ms: int = Field(
+        20, ge=0, description="Window over which deltas are coalesced into one write."
+    )
 
     # Worker and turns
     worker_concurrency: int = Field(8, gt=0, description="Threads per worker process.")
-    visibility_timeout_s: int = Field(3_600, gt=0, description="Broker redelivery timeout; well above any leg.")
-    lease_ttl_ms: int = Field(30_000, gt=0, description="A conversation's lease; renewed while a leg runs.")
-    sweep_interval_s: float = Field(15.0, gt=0, description="How often the scheduler sweeps for stalled work.")
-    leg_time_slice_s: float = Field(300.0, gt=0, description="A leg yields its worker after this long.")
-    turn_timeout_s: float = Field(600.0, gt=0, description="Default per-turn timeout, parked time excluded.")
+    visibility_timeout_s: int = Field(
+        3_600, gt=0, description="Broker redelivery timeout; well above any leg."
+    )
+    lease_ttl_ms: int = Field(
+        30_000, gt=0, description="A conversation's lease; renewed while a leg runs."
+    )
+    sweep_interval_s: float = Field(
+        15.0, gt=0, description="How often the scheduler sweeps for stalled work."
+    )
+    leg_time_slice_s: float = Field(
+        300.0, gt=0, description="A leg yields its worker after this long."
+    )
+    turn_timeout_s: float = Field(
+        600.0, gt=0, description="Default per-turn timeout, parked time excluded."
+    )
     max_model_calls: int = Field(16, gt=0, description="Default cap on model calls per turn.")
     max_tool_calls: int = Field(32, gt=0, description="Default cap on tool calls per turn.")
     double_text_policy: DoubleTextPolicy = Field(
@@ -73,16 +99,26 @@ class Settings(BaseSettings):
     # Providers
     provider: str = Field("scripted", description="Default provider: scripted, openai or ollama.")
     model: str = Field("signoff-demo", description="Default model name (the scripted demo model).")
-    scripted_token_delay_ms: int = Field(0, ge=0, description="Delay per token of the scripted demo model.")
-    openai_base_url: str = Field("https://api.openai.com/v1", description="Base URL of an OpenAI-compatible API.")
+    scripted_token_delay_ms: int = Field(
+        0, ge=0, description="Delay per token of the scripted demo model."
+    )
+    openai_base_url: str = Field(
+        "https://api.openai.com/v1", description="Base URL of an OpenAI-compatible API."
+    )
     openai_api_key: SecretStr = Field(SecretStr(""), description="API key for the openai provider.")
-    ollama_base_url: str = Field("http://127.0.0.1:11434", description="Base URL of an Ollama server.")
+    ollama_base_url: str = Field(
+        "http://127.0.0.1:11434", description="Base URL of an Ollama server."
+    )
     provider_timeout_s: float = Field(120.0, gt=0, description="HTTP timeout of one model call.")
     provider_max_retries: int = Field(3, ge=0, description="Retries on 429 and 5xx, with backoff.")
 
     # Tools
-    workspace_roots: tuple[Path, ...] = Field((), description="Directories file tools may read (and write).")
-    workspace_writable: bool = Field(False, description="Whether file tools may write under the roots.")
+    workspace_roots: tuple[Path, ...] = Field(
+        (), description="Directories file tools may read (and write)."
+    )
+    workspace_writable: bool = Field(
+        False, description="Whether file tools may write under the roots."
+    )
     tools_module: str = Field("", description="Module path whose TOOLS list adds user tools.")
 
     # Approvals
@@ -91,7 +127,9 @@ class Settings(BaseSettings):
     # Web
     web_host: str = Field("127.0.0.1", description="Address `signoff web` binds.")
     web_port: int = Field(8000, gt=0, lt=65_536, description="Port `signoff web` binds.")
-    secret_key: SecretStr = Field(SecretStr(""), description="Signs sessions and CSRF tokens; set in production.")
+    secret_key: SecretStr = Field(
+        SecretStr(""), description="Signs sessions and CSRF tokens; set in production."
+    )
 
     @field_validator("key_prefix")
     @classmethod

@@ -83,7 +83,9 @@ class UsageMetadata(BaseModel):
         )
 
     @classmethod
-    def from_counts(cls, prompt: int, candidates: int, *, cached: int = 0, thoughts: int = 0) -> Self:
+    def from_counts(
+        cls, prompt: int, candidates: int, *, cached: int = 0, thoughts: int = 0
+    ) -> Self:
         """Builds usage from prompt and output counts; the total is their sum."""
         return cls(
             prompt_token_count=prompt,

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from shared.chunks import ChunkFilter, StreamChunk
 from shared.errors import Cancelled, TurnFailed
-from shared.events import CancelledEvent, ChatResponse, CompletedEvent, EventBase, FailedEvent, StepEvent
+from shared.events import (
+    CancelledEvent,
+    ChatResponse,
+    CompletedEvent,
+    EventBase,
+    FailedEvent,
+    StepEvent,
+)
 from shared.steps import Step
 
 __all__ = ["TurnFollower"]
@@ -29,7 +36,10 @@ class TurnFollower:
         elif isinstance(event, FailedEvent):
             self.error, self.done = TurnFailed(f"turn {self.turn_id} failed: {event.error}"), True
         elif isinstance(event, CancelledEvent):
-            self.error, self.done = Cancelled(f"turn {self.turn_id} was cancelled: {event.reason}"), True
+            self.error, self.done = (
+                Cancelled(f"turn {self.turn_id} was cancelled: {event.reason}"),
+                True,
+            )
         elif isinstance(event, StepEvent):
             return [event.step]
         return []
@@ -46,7 +56,7 @@ class TurnFollower:
         return self.response
 
     def finish_from_record(self, status: str, fields: dict[str, str]) -> None:
-        """Ends the turn from its stored record when its terminal event is no longer in the stream."""
+        """Ends the turn from its record when its terminal event left the stream."""
         if status == "completed":
             self.response = ChatResponse.model_validate_json(fields["response"])
         elif status == "failed":

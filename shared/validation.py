@@ -37,7 +37,9 @@ def _clean_part(part: ContentPart, settings: Settings) -> ContentPart:
     if isinstance(part, SlashCommand):
         name = strip_control_characters(part.name).strip()
         if not re.fullmatch(r"[A-Za-z][\w-]{0,63}", name):
-            raise PromptRejected(f"slash command name {name!r} is not a word of at most 64 characters")
+            raise PromptRejected(
+                f"slash command name {name!r} is not a word of at most 64 characters"
+            )
         return SlashCommand(name=name, args=strip_control_characters(part.args).strip())
     return _check_media(part, settings)
 
@@ -64,10 +66,12 @@ def _check_sizes(parts: list[ContentPart], settings: Settings) -> None:
     )
     if text_bytes > settings.max_prompt_text_bytes:
         raise PayloadTooLarge(
-            f"prompt text is {text_bytes} bytes; the limit is {settings.max_prompt_text_bytes} bytes"
+            f"prompt text is {text_bytes} bytes; "
+            f"the limit is {settings.max_prompt_text_bytes} bytes"
         )
     media_bytes = sum(len(part.data) for part in parts if isinstance(part, Media))
     if media_bytes > settings.max_prompt_media_bytes:
         raise PayloadTooLarge(
-            f"prompt media is {media_bytes} bytes; the limit is {settings.max_prompt_media_bytes} bytes"
+            f"prompt media is {media_bytes} bytes; "
+            f"the limit is {settings.max_prompt_media_bytes} bytes"
         )

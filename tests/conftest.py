@@ -1,4 +1,4 @@
-"""Shared fixtures: a real redis-server started for the session, and fakeredis for pure store logic."""
+"""Fixtures: a real redis-server for the session, workers, and fakeredis for pure store logic."""
 
 from __future__ import annotations
 

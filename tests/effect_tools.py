@@ -1,4 +1,4 @@
-"""A user tool module for the tests: `record_effect` appends a line to a file, so runs can be counted."""
+"""A user tool module for tests: `record_effect` appends a line to a file to count runs."""
 
 from __future__ import annotations
 

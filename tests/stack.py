@@ -26,7 +26,10 @@ class WorkerProcess:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "worker", "worker", "-n", f"{self.name}@%h"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         self._wait_for("ready.", timeout_s)
         return self

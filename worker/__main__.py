@@ -1,4 +1,4 @@
-"""`python -m worker [worker|beat] [celery options]`: what `signoff worker` and `signoff beat` run."""
+"""`python -m worker [worker|beat] [options]`: what `signoff worker` and `signoff beat` run."""
 
 from __future__ import annotations
 
@@ -18,10 +18,19 @@ def main(argv: list[str]) -> None:
         # the in-memory scheduler: the default one persists its state with shelve (pickle)
         app.start(["beat", "--loglevel=INFO", "--scheduler", "celery.beat:Scheduler", *extra])
         return
-    app.worker_main([
-        "worker", "--pool=threads", f"--concurrency={settings.worker_concurrency}",
-        "--loglevel=INFO", "-Q", queue_name(settings), "--without-gossip", "--without-mingle", *extra,
-    ])
+    app.worker_main(
+        [
+            "worker",
+            "--pool=threads",
+            f"--concurrency={settings.worker_concurrency}",
+            "--loglevel=INFO",
+            "-Q",
+            queue_name(settings),
+            "--without-gossip",
+            "--without-mingle",
+            *extra,
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -38,5 +38,5 @@ def create_celery(settings: Settings | None = None) -> Celery:
     def sweep() -> list[str]:
         return runtime.sweep()
 
-    app.signoff_runtime = runtime  # type: ignore[attr-defined]
+    app.signoff_runtime = runtime
     return app

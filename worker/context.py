@@ -20,7 +20,9 @@ __all__ = ["SUMMARY_PREFIX", "build_messages", "estimate_tokens"]
 SUMMARY_PREFIX = "Summary of the conversation so far: "
 
 
-def build_messages(system_prompt: str, steps: Sequence[Step], *, prompt: Content | None = None) -> tuple[Message, ...]:
+def build_messages(
+    system_prompt: str, steps: Sequence[Step], *, prompt: Content | None = None
+) -> tuple[Message, ...]:
     """Messages for the model; `prompt` puts the current turn's media on its user message."""
     messages: list[Message] = [Message(Role.SYSTEM, system_prompt)] if system_prompt else []
     last_user = -1
@@ -43,13 +45,18 @@ def build_messages(system_prompt: str, steps: Sequence[Step], *, prompt: Content
 def _message_for(step: Step) -> Message | None:
     if step.type is StepType.USER_INPUT:
         return None if step.content.startswith("/") else Message(Role.USER, step.content)
-    if step.source is StepSource.MODEL and step.type in (StepType.TEXT_RESPONSE, StepType.TOOL_CALL):
+    if step.source is StepSource.MODEL and step.type in (
+        StepType.TEXT_RESPONSE,
+        StepType.TOOL_CALL,
+    ):
         return Message(Role.ASSISTANT, step.content, tool_calls=tuple(step.tool_calls))
     if step.type is StepType.TOOL_RESULT and step.tool_calls:
         call = step.tool_calls[0]
         return Message(Role.TOOL, step.content, tool_call_id=call.id, name=call.name)
     if step.type is StepType.SYSTEM_MESSAGE and step.target is StepTarget.ENVIRONMENT:
-        return Message(Role.USER, step.content)  # an instruction to the model, e.g. a repair request
+        return Message(
+            Role.USER, step.content
+        )  # an instruction to the model, e.g. a repair request
     return None
 
 

@@ -50,7 +50,9 @@ return 0
 class Lease:
     """A held lease; `lost` is set when a renewal finds the token replaced."""
 
-    def __init__(self, client: redis.Redis, keys: KeySpace, cid: str, token: str, ttl_ms: int) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: KeySpace, cid: str, token: str, ttl_ms: int
+    ) -> None:
         self.client = client
         self.cid = cid
         self.token = token
@@ -66,7 +68,9 @@ class Lease:
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.ttl_ms / 3000):
             try:
-                renewed = _RENEW(self.client, [self._keys.lease(self.cid)], [self.token, self.ttl_ms])
+                renewed = _RENEW(
+                    self.client, [self._keys.lease(self.cid)], [self.token, self.ttl_ms]
+                )
             except redis.RedisError:
                 continue  # Redis blipped; the next tick tries again before the TTL runs out
             if not renewed:
@@ -78,7 +82,11 @@ class Lease:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=1)
-        keys = [self._keys.lease(self.cid), self._keys.conversation(self.cid), self._keys.inbox(self.cid)]
+        keys = [
+            self._keys.lease(self.cid),
+            self._keys.conversation(self.cid),
+            self._keys.inbox(self.cid),
+        ]
         with storage_errors(f"releasing the lease of conversation {self.cid}"):
             return bool(_RELEASE(self.client, keys, [self.token]))
 

@@ -22,8 +22,8 @@ from shared.lua import LuaScript
 from shared.redis_client import storage_errors
 from shared.settings import Settings
 from worker.checkpoint import TurnCheckpoint
-from worker.leg import Leg
 from worker.lease import Lease, try_acquire
+from worker.leg import Leg
 from worker.providers.registry import ProviderFactory
 from worker.tools import ToolRegistry, default_registry
 from worker.turn import LegOutcome, TurnMachine
@@ -49,8 +49,15 @@ return tid
 class Runtime:
     """Runs legs for any conversation; one per worker process, shared by its threads."""
 
-    def __init__(self, settings: Settings, client: redis.Redis, *, send_advance: Callable[[str], None],
-                 registry: ToolRegistry | None = None, providers: ProviderFactory | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        *,
+        send_advance: Callable[[str], None],
+        registry: ToolRegistry | None = None,
+        providers: ProviderFactory | None = None,
+    ) -> None:
         self.settings = settings
         self.client = client
         self.keys = KeySpace(settings.key_prefix)
@@ -87,7 +94,9 @@ class Runtime:
             record = self.conversations.get(cid)
             if record.status is ConversationStatus.WAITING_FOR_USER:
                 return "parked"
-            result = TurnMachine(self._leg(cid, str(tid), lease), self.registry, self.providers).run()
+            result = TurnMachine(
+                self._leg(cid, str(tid), lease), self.registry, self.providers
+            ).run()
             if result is not LegOutcome.FINISHED:
                 return result.value
             outcome = "finished"
@@ -97,14 +106,33 @@ class Runtime:
         record = self.conversations.get(cid)
         turn = self.conversations.turn(cid, tid)
         config = record.config
-        limit = self.settings.max_history_size if config.max_history_size is None else config.max_history_size
-        writer = Writer(self.client, self.keys, self.settings, cid, token=lease.token, turn_id=tid,
-                        max_history_size=limit, model=config.model)
+        limit = (
+            self.settings.max_history_size
+            if config.max_history_size is None
+            else config.max_history_size
+        )
+        writer = Writer(
+            self.client,
+            self.keys,
+            self.settings,
+            cid,
+            token=lease.token,
+            turn_id=tid,
+            max_history_size=limit,
+            model=config.model,
+        )
         writer.next_position = int(self.client.hget(self.keys.history_meta(cid), "appended") or 0)
-        return Leg(client=self.client, keys=self.keys, settings=self.settings, config=config, turn=turn,
-                   lease=lease, writer=writer,
-                   history=HistoryStore(self.client, self.keys, cid, max_history_size=limit),
-                   checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, tid))
+        return Leg(
+            client=self.client,
+            keys=self.keys,
+            settings=self.settings,
+            config=config,
+            turn=turn,
+            lease=lease,
+            writer=writer,
+            history=HistoryStore(self.client, self.keys, cid, max_history_size=limit),
+            checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, tid),
+        )
 
     def _checkpoint(self, raw: str, cid: str, tid: str) -> TurnCheckpoint:
         if not raw:
@@ -118,7 +146,7 @@ class Runtime:
         """Re-sends `advance` for conversations with work but no lease (a worker died)."""
         resent = []
         with storage_errors("sweeping active conversations"):
-            active = self.client.zrange(self.keys.active(), 0, -1)
+            active = [str(cid) for cid in self.client.zrange(self.keys.active(), 0, -1)]
         for cid in active:
             if self._needs_leg(cid):
                 self.send_advance(cid)
@@ -140,4 +168,3 @@ class Runtime:
         if not active:
             self.client.zrem(self.keys.active(), cid)
         return False
-

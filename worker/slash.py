@@ -18,7 +18,8 @@ COMMANDS = {
     "help": "list the slash commands",
 }
 _SUMMARY_INSTRUCTION = (
-    "Summarise the conversation so far in a few sentences, keeping facts, decisions and open questions."
+    "Summarise the conversation so far in a few sentences, "
+    "keeping facts, decisions and open questions."
 )
 
 
@@ -34,23 +35,38 @@ def run_command(leg: Leg, command: SlashCommand, provider: Provider) -> None:
         complete_turn(leg)
     else:
         known = ", ".join(f"/{name}" for name in COMMANDS)
-        fail_turn(leg, f"unknown slash command /{command.name}; known commands: {known}",
-                  code="unknown_command")
+        fail_turn(
+            leg,
+            f"unknown slash command /{command.name}; known commands: {known}",
+            code="unknown_command",
+        )
 
 
 def compact(leg: Leg, provider: Provider) -> int:
     """Asks the model for a summary and records it as a Compaction step; returns steps covered."""
     window = leg.history.context_window(leg.checkpoint.turn_start)
-    messages = (*build_messages(leg.config.system_prompt, window), Message(Role.USER, _SUMMARY_INSTRUCTION))
+    messages = (
+        *build_messages(leg.config.system_prompt, window),
+        Message(Role.USER, _SUMMARY_INSTRUCTION),
+    )
     summary, usage = _collect(provider, ModelRequest(model=leg.config.model, messages=messages))
     step = Step(
-        id=f"{leg.turn_id}-compaction-{leg.writer.next_position}", step_index=leg.writer.next_position,
-        type=StepType.COMPACTION, source=StepSource.SYSTEM, target=StepTarget.UNSPECIFIED,
-        status=StepStatus.DONE, content=summary, usage_metadata=usage,
+        id=f"{leg.turn_id}-compaction-{leg.writer.next_position}",
+        step_index=leg.writer.next_position,
+        type=StepType.COMPACTION,
+        source=StepSource.SYSTEM,
+        target=StepTarget.UNSPECIFIED,
+        status=StepStatus.DONE,
+        content=summary,
+        usage_metadata=usage,
     )
     leg.checkpoint.usage = leg.checkpoint.usage + (usage or UsageMetadata())
-    event = StepEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step)
-    leg.writer.write(Flush(steps=[step], usage=usage, events=[event], turn_fields=leg.saved_checkpoint()))
+    event = StepEvent(
+        conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
+    )
+    leg.writer.write(
+        Flush(steps=[step], usage=usage, events=[event], turn_fields=leg.saved_checkpoint())
+    )
     return len(window)
 
 
@@ -66,5 +82,10 @@ def _collect(provider: Provider, request: ModelRequest) -> tuple[str, UsageMetad
 
 
 def _system_step(text: str) -> Step:
-    return Step(type=StepType.SYSTEM_MESSAGE, source=StepSource.SYSTEM, target=StepTarget.USER,
-                status=StepStatus.DONE, content=text)
+    return Step(
+        type=StepType.SYSTEM_MESSAGE,
+        source=StepSource.SYSTEM,
+        target=StepTarget.USER,
+        status=StepStatus.DONE,
+        content=text,
+    )

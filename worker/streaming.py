@@ -42,8 +42,9 @@ class ModelOutput:
 class StepStreamer:
     """Streams the deltas of the step at `step_index` and collects the model's output."""
 
-    def __init__(self, writer: Writer, *, step_index: int, window_ms: int,
-                 should_stop: Callable[[], bool]) -> None:
+    def __init__(
+        self, writer: Writer, *, step_index: int, window_ms: int, should_stop: Callable[[], bool]
+    ) -> None:
         self.writer = writer
         self.step_index = step_index
         self.window_s = window_ms / 1000
@@ -107,7 +108,9 @@ class StepStreamer:
     def _tick(self) -> None:
         while not self._done.wait(max(self.window_s, 0.005)):
             with self._lock:
-                stale = (self._thinking or self._text) and time.monotonic() - self._oldest >= self.window_s
+                stale = (
+                    self._thinking or self._text
+                ) and time.monotonic() - self._oldest >= self.window_s
             if stale:
                 try:
                     self.flush_deltas()
@@ -125,15 +128,23 @@ class StepStreamer:
             if not self._thinking and not self._text:
                 return None
             step = Step(
-                step_index=self.step_index, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
-                target=StepTarget.USER, status=StepStatus.ACTIVE,
-                thinking_delta="".join(self._thinking), content_delta="".join(self._text),
+                step_index=self.step_index,
+                type=StepType.TEXT_RESPONSE,
+                source=StepSource.MODEL,
+                target=StepTarget.USER,
+                status=StepStatus.ACTIVE,
+                thinking_delta="".join(self._thinking),
+                content_delta="".join(self._text),
             )
             self._thinking.clear()
             self._text.clear()
         writer = self.writer
-        return StepEvent(conversation_id=writer.cid, turn_id=writer.turn_id,
-                         step_index=self.step_index, step=step)
+        return StepEvent(
+            conversation_id=writer.cid,
+            turn_id=writer.turn_id,
+            step_index=self.step_index,
+            step=step,
+        )
 
     def flush_deltas(self) -> None:
         with self._write_lock:  # take and write together, so flushes keep their order

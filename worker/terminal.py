@@ -18,7 +18,7 @@ from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType
 from worker.leg import Leg
 from worker.writer import Flush
 
-__all__ = ["complete_turn", "error_step", "fail_turn", "cancel_turn"]
+__all__ = ["cancel_turn", "complete_turn", "error_step", "fail_turn"]
 
 
 def _position(leg: Leg) -> int:
@@ -26,21 +26,33 @@ def _position(leg: Leg) -> int:
 
 
 def _step_event(leg: Leg, step: Step) -> StepEvent:
-    return StepEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step)
+    return StepEvent(
+        conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
+    )
 
 
-def _ending(leg: Leg, status: TurnStatus, **turn_fields: object) -> tuple[dict[str, object], dict[str, object]]:
+def _ending(
+    leg: Leg, status: TurnStatus, **turn_fields: object
+) -> tuple[dict[str, object], dict[str, object]]:
     turn = {"status": status.value, "finished_at": time.time(), "checkpoint": "", **turn_fields}
     conversation = {"active_turn": "", "cancel_turn": "", "updated_at": time.time()}
     return turn, conversation
 
 
-def error_step(leg: Leg, message: str, *, http_code: int = 0, status: StepStatus = StepStatus.ERROR) -> Step:
+def error_step(
+    leg: Leg, message: str, *, http_code: int = 0, status: StepStatus = StepStatus.ERROR
+) -> Step:
     """A step telling the user what went wrong; it never reaches the model."""
     return Step(
-        id=f"{leg.turn_id}-error", step_index=_position(leg), type=StepType.SYSTEM_MESSAGE,
-        source=StepSource.SYSTEM, target=StepTarget.USER, status=status,
-        error=message, content=message, http_code=http_code,
+        id=f"{leg.turn_id}-error",
+        step_index=_position(leg),
+        type=StepType.SYSTEM_MESSAGE,
+        source=StepSource.SYSTEM,
+        target=StepTarget.USER,
+        status=status,
+        error=message,
+        content=message,
+        http_code=http_code,
     )
 
 
@@ -52,35 +64,67 @@ def complete_turn(leg: Leg, extra: list[Step] | None = None) -> ChatResponse:
     for offset, step in enumerate(steps):
         step.step_index = base + offset
     finish = Step(
-        id=f"{leg.turn_id}-finish", step_index=base + len(steps), type=StepType.FINISH,
-        source=StepSource.SYSTEM, target=StepTarget.USER, status=StepStatus.DONE,
-        structured_output=cp.structured_output, usage_metadata=cp.usage,
+        id=f"{leg.turn_id}-finish",
+        step_index=base + len(steps),
+        type=StepType.FINISH,
+        source=StepSource.SYSTEM,
+        target=StepTarget.USER,
+        status=StepStatus.DONE,
+        structured_output=cp.structured_output,
+        usage_metadata=cp.usage,
     )
     steps.append(finish)
     turn_steps = [*leg.history.steps_since(cp.turn_start), *steps]
     response = ChatResponse(
-        turn_id=leg.turn_id, text=cp.final_text,
-        thinking="\n".join(s.thinking for s in turn_steps if s.source is StepSource.MODEL and s.thinking),
-        steps=turn_steps, usage_metadata=cp.usage, structured_output=cp.structured_output,
+        turn_id=leg.turn_id,
+        text=cp.final_text,
+        thinking="\n".join(
+            s.thinking for s in turn_steps if s.source is StepSource.MODEL and s.thinking
+        ),
+        steps=turn_steps,
+        usage_metadata=cp.usage,
+        structured_output=cp.structured_output,
     )
     events: list[EventBase] = [_step_event(leg, s) for s in steps]
     events.append(CompletedEvent(conversation_id=leg.cid, turn_id=leg.turn_id, response=response))
     turn, conversation = _ending(leg, TurnStatus.COMPLETED, response=response.model_dump_json())
-    leg.writer.write(Flush(steps=steps, events=events, turn_fields=turn,
-                           conversation_fields=conversation, status=ConversationStatus.IDLE))
+    leg.writer.write(
+        Flush(
+            steps=steps,
+            events=events,
+            turn_fields=turn,
+            conversation_fields=conversation,
+            status=ConversationStatus.IDLE,
+        )
+    )
     return response
 
 
-def fail_turn(leg: Leg, message: str, *, code: str = "error", http_code: int = 0,
-              extra: list[Step] | None = None) -> None:
+def fail_turn(
+    leg: Leg,
+    message: str,
+    *,
+    code: str = "error",
+    http_code: int = 0,
+    extra: list[Step] | None = None,
+) -> None:
     """Appends an error step and emits the Failed terminal."""
     steps = [*(extra or []), error_step(leg, message, http_code=http_code)]
     _renumber(leg, steps)
     events: list[EventBase] = [_step_event(leg, s) for s in steps]
-    events.append(FailedEvent(conversation_id=leg.cid, turn_id=leg.turn_id, error=message, code=code))
+    events.append(
+        FailedEvent(conversation_id=leg.cid, turn_id=leg.turn_id, error=message, code=code)
+    )
     turn, conversation = _ending(leg, TurnStatus.FAILED, error=message)
-    leg.writer.write(Flush(steps=steps, events=events, turn_fields=turn,
-                           conversation_fields=conversation, status=ConversationStatus.IDLE))
+    leg.writer.write(
+        Flush(
+            steps=steps,
+            events=events,
+            turn_fields=turn,
+            conversation_fields=conversation,
+            status=ConversationStatus.IDLE,
+        )
+    )
 
 
 def cancel_turn(leg: Leg, *, partial: Step | None = None, reason: str = "aborted") -> None:
@@ -90,8 +134,15 @@ def cancel_turn(leg: Leg, *, partial: Step | None = None, reason: str = "aborted
     events: list[EventBase] = [_step_event(leg, s) for s in steps]
     events.append(CancelledEvent(conversation_id=leg.cid, turn_id=leg.turn_id, reason=reason))
     turn, conversation = _ending(leg, TurnStatus.CANCELLED, error=reason)
-    leg.writer.write(Flush(steps=steps, events=events, turn_fields=turn,
-                           conversation_fields=conversation, status=ConversationStatus.IDLE))
+    leg.writer.write(
+        Flush(
+            steps=steps,
+            events=events,
+            turn_fields=turn,
+            conversation_fields=conversation,
+            status=ConversationStatus.IDLE,
+        )
+    )
 
 
 def _renumber(leg: Leg, steps: list[Step]) -> None:

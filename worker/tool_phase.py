@@ -58,9 +58,14 @@ def _recorded(leg: Leg, call: ToolCall) -> ToolOutcome | None:
         return None
     record = json.loads(raw)
     if record.get("state") == "started":
-        return ToolOutcome(ok=False, result=None, error=(
-            f"the worker stopped while {call.name} was running; it was not run again and "
-            "its effect is unknown"))
+        return ToolOutcome(
+            ok=False,
+            result=None,
+            error=(
+                f"the worker stopped while {call.name} was running; it was not run again and "
+                "its effect is unknown"
+            ),
+        )
     return ToolOutcome(ok=record["ok"], result=record.get("result"), error=record.get("error", ""))
 
 
@@ -69,17 +74,32 @@ def _decide_and_run(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOut
     limits = leg.config.limits
     if leg.checkpoint.tool_calls >= limits.max_tool_calls:
         leg.checkpoint.tools_disabled = True
-        return ToolOutcome(ok=False, result=None, error=(
-            f"tool call limit of {limits.max_tool_calls} per turn reached; answer without tools"))
+        return ToolOutcome(
+            ok=False,
+            result=None,
+            error=(
+                f"tool call limit of {limits.max_tool_calls} per turn reached; answer without tools"
+            ),
+        )
     if policy is None:
         available = ", ".join(sorted(_enabled(leg, registry))) or "none"
-        return ToolOutcome(ok=False, result=None, error=(
-            f"tool {call.name!r} is not available in this conversation; available: {available}"))
+        return ToolOutcome(
+            ok=False,
+            result=None,
+            error=(
+                f"tool {call.name!r} is not available in this conversation; available: {available}"
+            ),
+        )
     if policy is ToolPolicy.DENY:
         return ToolOutcome(ok=False, result=None, error=f"tool {call.name!r} is denied by policy")
     if policy is ToolPolicy.ASK:
-        return ToolOutcome(ok=False, result=None, error=(
-            f"tool {call.name!r} needs an operator's approval, and approvals are not enabled"))
+        return ToolOutcome(
+            ok=False,
+            result=None,
+            error=(
+                f"tool {call.name!r} needs an operator's approval, and approvals are not enabled"
+            ),
+        )
     return _run_once(leg, registry, call)
 
 
@@ -93,14 +113,25 @@ def _run_once(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOutcome:
         recorded = _recorded(leg, call)
         if recorded is not None:
             return recorded
-    context = ToolContext(settings=leg.settings, conversation_id=leg.cid,
-                          turn_id=leg.turn_id, call_id=call.id)
+    context = ToolContext(
+        settings=leg.settings, conversation_id=leg.cid, turn_id=leg.turn_id, call_id=call.id
+    )
     outcome = registry.execute(call, context)
     leg.checkpoint.tool_calls += 1
     if call.id:
-        leg.client.hset(key, call.id, json.dumps(
-            {"state": "done", "ok": outcome.ok, "result": outcome.result, "error": outcome.error},
-            default=str))
+        leg.client.hset(
+            key,
+            call.id,
+            json.dumps(
+                {
+                    "state": "done",
+                    "ok": outcome.ok,
+                    "result": outcome.result,
+                    "error": outcome.error,
+                },
+                default=str,
+            ),
+        )
     return outcome
 
 
@@ -112,13 +143,20 @@ def result_text(outcome: ToolOutcome) -> str:
 
 def _write_result(leg: Leg, call: ToolCall, outcome: ToolOutcome) -> None:
     step = Step(
-        id=f"{call.id or leg.turn_id}-result", step_index=leg.writer.next_position,
-        type=StepType.TOOL_RESULT, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT,
+        id=f"{call.id or leg.turn_id}-result",
+        step_index=leg.writer.next_position,
+        type=StepType.TOOL_RESULT,
+        source=StepSource.SYSTEM,
+        target=StepTarget.ENVIRONMENT,
         status=StepStatus.DONE if outcome.ok else StepStatus.ERROR,
-        content=result_text(outcome), tool_calls=[call], error="" if outcome.ok else outcome.error,
+        content=result_text(outcome),
+        tool_calls=[call],
+        error="" if outcome.ok else outcome.error,
     )
     leg.checkpoint.pending_calls = leg.checkpoint.pending_calls[1:]
     if not leg.checkpoint.pending_calls:
         leg.checkpoint.phase = Phase.CALL_MODEL
-    event = StepEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step)
+    event = StepEvent(
+        conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
+    )
     leg.writer.write(Flush(steps=[step], events=[event], turn_fields=leg.saved_checkpoint()))

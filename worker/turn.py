@@ -52,7 +52,9 @@ class TurnMachine:
                 cancel_turn(leg)
                 return LegOutcome.FINISHED
             if leg.timed_out():
-                fail_turn(leg, f"turn timed out after {leg.config.limits.timeout_s:g}s", code="timeout")
+                fail_turn(
+                    leg, f"turn timed out after {leg.config.limits.timeout_s:g}s", code="timeout"
+                )
                 return LegOutcome.FINISHED
             if leg.slice_used():
                 leg.writer.write(Flush(turn_fields=leg.saved_checkpoint()))
@@ -80,18 +82,39 @@ class TurnMachine:
         leg, prompt = self.leg, self.leg.turn.prompt
         command = prompt.slash_command
         text = f"/{command.name} {command.args}".strip() if command else prompt.text
-        step = Step(id=f"{leg.turn_id}-input", step_index=leg.writer.next_position,
-                    type=StepType.USER_INPUT, source=StepSource.USER, target=StepTarget.UNSPECIFIED,
-                    status=StepStatus.DONE, content=text)
+        step = Step(
+            id=f"{leg.turn_id}-input",
+            step_index=leg.writer.next_position,
+            type=StepType.USER_INPUT,
+            source=StepSource.USER,
+            target=StepTarget.UNSPECIFIED,
+            status=StepStatus.DONE,
+            content=text,
+        )
         leg.checkpoint.turn_start = step.step_index
         leg.checkpoint.phase = Phase.COMMAND if command else Phase.CALL_MODEL
         events: list[EventBase] = [
-            TurnStartedEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index),
-            StepEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step),
+            TurnStartedEvent(
+                conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index
+            ),
+            StepEvent(
+                conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
+            ),
         ]
-        turn_fields = {"status": TurnStatus.RUNNING.value, "started_at": time.time(), **leg.saved_checkpoint()}
-        leg.writer.write(Flush(steps=[step], start_turn=True, events=events, turn_fields=turn_fields,
-                               status=ConversationStatus.RUNNING))
+        turn_fields = {
+            "status": TurnStatus.RUNNING.value,
+            "started_at": time.time(),
+            **leg.saved_checkpoint(),
+        }
+        leg.writer.write(
+            Flush(
+                steps=[step],
+                start_turn=True,
+                events=events,
+                turn_fields=turn_fields,
+                status=ConversationStatus.RUNNING,
+            )
+        )
         return False
 
     def _command(self) -> bool:
@@ -114,12 +137,21 @@ class TurnMachine:
         if provider is None:
             return True
         request = self._request(provider)
-        streamer = StepStreamer(self.leg.writer, step_index=self.leg.writer.next_position,
-                                window_ms=self.leg.settings.flush_interval_ms, should_stop=self._must_stop)
+        streamer = StepStreamer(
+            self.leg.writer,
+            step_index=self.leg.writer.next_position,
+            window_ms=self.leg.settings.flush_interval_ms,
+            should_stop=self._must_stop,
+        )
         try:
             output = streamer.run(provider.stream(request))
         except ProviderError as exc:
-            fail_turn(self.leg, f"model call failed: {exc}", code="provider_error", http_code=exc.http_code)
+            fail_turn(
+                self.leg,
+                f"model call failed: {exc}",
+                code="provider_error",
+                http_code=exc.http_code,
+            )
             return True
         if output.stopped:
             return self._stopped(streamer, output)
@@ -138,14 +170,25 @@ class TurnMachine:
             compact(leg, provider)
             messages = self._messages()
         limits = leg.config.limits
-        disabled = (cp.tools_disabled or cp.model_calls + 1 >= limits.max_model_calls
-                    or leg.config.tool_selection is ToolSelection.NONE)
+        disabled = (
+            cp.tools_disabled
+            or cp.model_calls + 1 >= limits.max_model_calls
+            or leg.config.tool_selection is ToolSelection.NONE
+        )
         names = [n for n in self.registry.names() if policy_for(leg, self.registry, n) is not None]
         tools = () if disabled else self.registry.specs(names)
-        selection = ToolSelection.NONE if disabled or not tools else (
-            leg.config.tool_selection if cp.model_calls == 0 else ToolSelection.AUTO)
-        return ModelRequest(model=leg.config.model, messages=messages, tools=tools,
-                            tool_selection=selection, response_schema=leg.config.response_schema)
+        selection = (
+            ToolSelection.NONE
+            if disabled or not tools
+            else (leg.config.tool_selection if cp.model_calls == 0 else ToolSelection.AUTO)
+        )
+        return ModelRequest(
+            model=leg.config.model,
+            messages=messages,
+            tools=tools,
+            tool_selection=selection,
+            response_schema=leg.config.response_schema,
+        )
 
     def _messages(self) -> tuple[Message, ...]:
         window = self.leg.history.context_window(self.leg.checkpoint.turn_start)
@@ -153,8 +196,11 @@ class TurnMachine:
 
     def _has_earlier_turns(self) -> bool:
         window = self.leg.history.context_window(self.leg.checkpoint.turn_start)
-        return bool(window) and window[0].step_index < self.leg.checkpoint.turn_start and (
-            window[0].type is not StepType.COMPACTION or window[0].step_index > 0)
+        return (
+            bool(window)
+            and window[0].step_index < self.leg.checkpoint.turn_start
+            and (window[0].type is not StepType.COMPACTION or window[0].step_index > 0)
+        )
 
     def _stopped(self, streamer: StepStreamer, output: ModelOutput) -> bool:
         partial = self._response_step(streamer, output, status=StepStatus.CANCELED)
@@ -168,13 +214,20 @@ class TurnMachine:
             fail_turn(self.leg, f"turn timed out after {limit:g}s", code="timeout", extra=[partial])
         return True
 
-    def _response_step(self, streamer: StepStreamer, output: ModelOutput, *, status: StepStatus) -> Step:
+    def _response_step(
+        self, streamer: StepStreamer, output: ModelOutput, *, status: StepStatus
+    ) -> Step:
         calls = [self._with_path(c) for c in output.tool_calls]
         return Step(
-            id=f"{self.leg.turn_id}-model-{streamer.step_index}", step_index=streamer.step_index,
+            id=f"{self.leg.turn_id}-model-{streamer.step_index}",
+            step_index=streamer.step_index,
             type=StepType.TOOL_CALL if calls else StepType.TEXT_RESPONSE,
-            source=StepSource.MODEL, target=StepTarget.USER, status=status,
-            content=output.content, thinking=output.thinking, tool_calls=calls,
+            source=StepSource.MODEL,
+            target=StepTarget.USER,
+            status=status,
+            content=output.content,
+            thinking=output.thinking,
+            tool_calls=calls,
             is_complete_response=not calls and status is StepStatus.DONE,
             usage_metadata=output.usage,
         )
@@ -183,7 +236,9 @@ class TurnMachine:
         path = self.registry.canonical_path(call, self.leg.settings)
         return call.model_copy(update={"canonical_path": path}) if path else call
 
-    def _record_response(self, streamer: StepStreamer, output: ModelOutput, *, tools_offered: bool) -> bool:
+    def _record_response(
+        self, streamer: StepStreamer, output: ModelOutput, *, tools_offered: bool
+    ) -> bool:
         leg, cp = self.leg, self.leg.checkpoint
         if not tools_offered:
             output.tool_calls = []
@@ -199,8 +254,16 @@ class TurnMachine:
         steps = [step, *extra]
         for offset, s in enumerate(steps):
             s.step_index = streamer.step_index + offset
-            events.append(StepEvent(conversation_id=leg.cid, turn_id=leg.turn_id, step_index=s.step_index, step=s))
-        leg.writer.write(Flush(steps=steps, usage=output.usage, events=events, turn_fields=leg.saved_checkpoint()))
+            events.append(
+                StepEvent(
+                    conversation_id=leg.cid, turn_id=leg.turn_id, step_index=s.step_index, step=s
+                )
+            )
+        leg.writer.write(
+            Flush(
+                steps=steps, usage=output.usage, events=events, turn_fields=leg.saved_checkpoint()
+            )
+        )
         return self._after_response()
 
     def _next_phase(self, step: Step) -> list[Step]:
@@ -229,15 +292,27 @@ class TurnMachine:
             return []
         cp.phase = Phase.CALL_MODEL if not cp.repair_attempted else Phase.FINISH
         if cp.repair_attempted:
-            cp.failure = "structured output is invalid against the response schema: " + "; ".join(problems)
+            cp.failure = "structured output is invalid against the response schema: " + "; ".join(
+                problems
+            )
             return []
         cp.repair_attempted = True
         instruction = (
-            "Your answer is not valid against the required JSON schema: " + "; ".join(problems)
-            + ". Reply again with only a JSON document valid against this schema: " + json.dumps(schema)
+            "Your answer is not valid against the required JSON schema: "
+            + "; ".join(problems)
+            + ". Reply again with only a JSON document valid against this schema: "
+            + json.dumps(schema)
         )
-        return [Step(id=f"{self.leg.turn_id}-repair", type=StepType.SYSTEM_MESSAGE, source=StepSource.SYSTEM,
-                     target=StepTarget.ENVIRONMENT, status=StepStatus.DONE, content=instruction)]
+        return [
+            Step(
+                id=f"{self.leg.turn_id}-repair",
+                type=StepType.SYSTEM_MESSAGE,
+                source=StepSource.SYSTEM,
+                target=StepTarget.ENVIRONMENT,
+                status=StepStatus.DONE,
+                content=instruction,
+            )
+        ]
 
     def _after_response(self) -> bool:
         cp = self.leg.checkpoint
@@ -248,4 +323,3 @@ class TurnMachine:
         else:
             complete_turn(self.leg)
         return True
-

@@ -97,8 +97,18 @@ class FlushResult:
 class Writer:
     """Writes flushes for one conversation's running turn under a fencing token."""
 
-    def __init__(self, client: redis.Redis, keys: KeySpace, settings: Settings, cid: str,
-                 *, token: str, turn_id: str, max_history_size: int, model: str) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        settings: Settings,
+        cid: str,
+        *,
+        token: str,
+        turn_id: str,
+        max_history_size: int,
+        model: str,
+    ) -> None:
         self.client = client
         self.settings = settings
         self.cid = cid
@@ -107,20 +117,36 @@ class Writer:
         self.max_history_size = max_history_size
         self.model = model
         self._keys = keys
-        self._script_keys = [keys.lease(cid), keys.conversation(cid), keys.turn(cid, turn_id),
-                             keys.events(cid), keys.steps(cid), keys.history_meta(cid),
-                             keys.turn_starts(cid), keys.compactions(cid), keys.usage(cid)]
+        self._script_keys = [
+            keys.lease(cid),
+            keys.conversation(cid),
+            keys.turn(cid, turn_id),
+            keys.events(cid),
+            keys.steps(cid),
+            keys.history_meta(cid),
+            keys.turn_starts(cid),
+            keys.compactions(cid),
+            keys.usage(cid),
+        ]
         self.round_trips = 0
         self.next_position = 0  # absolute history position of the next step; set by the leg
 
     def write(self, flush: Flush) -> FlushResult:
-        args = [self.token, self.turn_id, self.settings.stream_maxlen,
-                self.settings.events_ttl_s * 1000, self._keys.live(self.cid), self._keys.live_all(),
-                self.cid, flush.status.value if flush.status else ""]
+        args = [
+            self.token,
+            self.turn_id,
+            self.settings.stream_maxlen,
+            self.settings.events_ttl_s * 1000,
+            self._keys.live(self.cid),
+            self._keys.live_all(),
+            self.cid,
+            flush.status.value if flush.status else "",
+        ]
         args += _pairs(flush.turn_fields) + _pairs(flush.conversation_fields)
         args += [len(flush.events), *(encode_event(e) for e in flush.events)]
-        args += history_args(flush.steps, self.max_history_size,
-                             usage=flush.usage, start_turn=flush.start_turn)
+        args += history_args(
+            flush.steps, self.max_history_size, usage=flush.usage, start_turn=flush.start_turn
+        )
         with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
             reply = self._send(args, flush.usage)
         self.round_trips += 1

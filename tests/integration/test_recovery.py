@@ -17,7 +17,9 @@ from tests.stack import WorkerProcess
 
 
 @pytest.fixture(scope="module")
-def stack_env(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def stack_env(
+    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
     effects = tmp_path_factory.mktemp("effects") / "effects.log"
     return {
         "SIGNOFF_REDIS_URL": redis_server.url,
@@ -30,8 +32,11 @@ def stack_env(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture
 def signoff(stack_env: dict[str, str]) -> Iterator[Client]:
-    settings = Settings(redis_url=stack_env["SIGNOFF_REDIS_URL"], key_prefix=stack_env["SIGNOFF_KEY_PREFIX"],
-                        lease_ttl_ms=1500)
+    settings = Settings(
+        redis_url=stack_env["SIGNOFF_REDIS_URL"],
+        key_prefix=stack_env["SIGNOFF_KEY_PREFIX"],
+        lease_ttl_ms=1500,
+    )
     with Client(settings) as client:
         yield client
 
@@ -43,7 +48,9 @@ def wait_until(condition, timeout_s: float = 20.0) -> None:  # type: ignore[no-u
         time.sleep(0.05)
 
 
-def test_sigkill_mid_turn_completes_exactly_once(signoff: Client, stack_env: dict[str, str]) -> None:
+def test_sigkill_mid_turn_completes_exactly_once(
+    signoff: Client, stack_env: dict[str, str]
+) -> None:
     effects = Path(stack_env["SIGNOFF_TEST_EFFECTS"])
     first = WorkerProcess(stack_env, concurrency=1, name="doomed").start()
     conversation = signoff.new_conversation(allow_all=True)
@@ -69,7 +76,9 @@ def test_sigkill_mid_turn_completes_exactly_once(signoff: Client, stack_env: dic
     assert [s.type for s in history].count(StepType.TOOL_RESULT) == 1
     assert [s.type for s in history].count(StepType.FINISH) == 1
     assert [s.step_index for s in history] == list(range(len(history)))
-    model_usage = [s.usage_metadata for s in history if s.usage_metadata and s.type is not StepType.FINISH]
+    model_usage = [
+        s.usage_metadata for s in history if s.usage_metadata and s.type is not StepType.FINISH
+    ]
     total = model_usage[0]
     for usage in model_usage[1:]:
         total = total + usage
@@ -78,7 +87,9 @@ def test_sigkill_mid_turn_completes_exactly_once(signoff: Client, stack_env: dic
     assert "record_effect returned" in response.text
 
 
-def test_sigkill_while_a_tool_runs_never_runs_it_twice(signoff: Client, stack_env: dict[str, str]) -> None:
+def test_sigkill_while_a_tool_runs_never_runs_it_twice(
+    signoff: Client, stack_env: dict[str, str]
+) -> None:
     effects = Path(stack_env["SIGNOFF_TEST_EFFECTS"])
     slow_tool = {**stack_env, "SIGNOFF_TEST_EFFECT_DELAY_S": "30"}
     first = WorkerProcess(slow_tool, concurrency=1, name="doomed2").start()

@@ -9,7 +9,14 @@ import pytest
 
 from shared.chunks import Text
 from shared.client import Client
-from shared.errors import Cancelled, Conflict, ConversationClosed, PayloadTooLarge, PromptRejected, TurnFailed
+from shared.errors import (
+    Cancelled,
+    Conflict,
+    ConversationClosed,
+    PayloadTooLarge,
+    PromptRejected,
+    TurnFailed,
+)
 from shared.steps import StepSource, StepStatus, StepType
 
 
@@ -101,7 +108,7 @@ def test_policy_interrupt_cancels_the_running_turn(client: Client) -> None:
     time.sleep(0.3)
     response = conversation.chat_to_completion("replacement")
     assert "replacement" in response.text
-    with pytest.raises(Cancelled, match="aborted|interrupted"):
+    with pytest.raises(Cancelled, match=r"aborted|interrupted"):
         conversation.wait_for_turn(running, timeout=10)
 
 
@@ -141,7 +148,7 @@ def test_unknown_model_is_a_clear_error_not_a_fallback(client: Client) -> None:
 
 def test_unknown_provider_ends_the_turn_with_an_error(client: Client) -> None:
     conversation = client.new_conversation(provider="nonesuch")
-    with pytest.raises(TurnFailed, match="unknown provider 'nonesuch'"):
+    with pytest.raises(TurnFailed, match=r"unknown provider 'nonesuch'"):
         conversation.chat_to_completion("hi")
     assert conversation.chat_to_completion is not None  # the worker is still alive:
     assert client.new_conversation().chat_to_completion("alive?").text
@@ -159,6 +166,8 @@ def test_wait_for_idle_is_woken_by_the_turn_ending(client: Client) -> None:
     conversation.send("slowly #slow")
     assert not conversation.is_idle
     done = threading.Event()
-    threading.Thread(target=lambda: done.set() if conversation.wait_for_idle(timeout=30) else None).start()
+    threading.Thread(
+        target=lambda: done.set() if conversation.wait_for_idle(timeout=30) else None
+    ).start()
     assert done.wait(30)
     assert conversation.history[-1].type is StepType.FINISH

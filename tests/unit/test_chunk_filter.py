@@ -7,12 +7,18 @@ from shared.steps import Step, StepSource, StepTarget, StepType, ToolCall
 
 
 def model_step(**fields: object) -> Step:
-    base: dict[str, object] = {"source": StepSource.MODEL, "target": StepTarget.USER, "type": StepType.TEXT_RESPONSE}
+    base: dict[str, object] = {
+        "source": StepSource.MODEL,
+        "target": StepTarget.USER,
+        "type": StepType.TEXT_RESPONSE,
+    }
     return Step.model_validate(base | fields)
 
 
 def test_rule1_thought_from_model_to_user_with_thinking_delta() -> None:
-    assert filter_chunks([model_step(step_index=3, thinking_delta="hmm")]) == [Thought(step_index=3, text="hmm")]
+    assert filter_chunks([model_step(step_index=3, thinking_delta="hmm")]) == [
+        Thought(step_index=3, text="hmm")
+    ]
 
 
 def test_rule1_no_thought_from_other_sources_or_targets() -> None:
@@ -26,7 +32,12 @@ def test_rule1_no_thought_from_other_sources_or_targets() -> None:
 
 
 def test_rule2_text_from_model_to_user_with_content_delta() -> None:
-    chunks = filter_chunks([model_step(step_index=1, content_delta="Hel"), model_step(step_index=1, content_delta="lo")])
+    chunks = filter_chunks(
+        [
+            model_step(step_index=1, content_delta="Hel"),
+            model_step(step_index=1, content_delta="lo"),
+        ]
+    )
     assert chunks == [Text(step_index=1, text="Hel"), Text(step_index=1, text="lo")]
 
 

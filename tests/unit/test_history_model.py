@@ -27,7 +27,9 @@ steps_strategy = st.builds(
     target=st.sampled_from(list(StepTarget)),
     content=st.text(max_size=8),
     is_complete_response=st.sampled_from([None, True, False]),
-    structured_output=st.one_of(st.none(), st.integers(), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+    structured_output=st.one_of(
+        st.none(), st.integers(), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
+    ),
 )
 usage_strategy = st.builds(
     UsageMetadata,
@@ -72,7 +74,9 @@ def assert_same(store: HistoryStore, reference: ReferenceHistory) -> None:
     assert snapshot.last_structured_output == reference.last_structured_output
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=operations, limit=limits)
 def test_store_matches_reference(backend: redis.Redis, ops: list, limit: int | None) -> None:
     store = HistoryStore(backend, KEYS, uuid.uuid4().hex, max_history_size=limit)

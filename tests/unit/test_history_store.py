@@ -32,14 +32,18 @@ def test_concurrent_appends_lose_nothing(real_redis: redis.Redis, keys: KeySpace
         w.join()
     snapshot = HistoryStore(real_redis, keys, "busy").snapshot()
     assert len(snapshot.steps) == threads * per_thread
-    assert {s.id for s in snapshot.steps} == {f"s{t * 1000 + i}" for t in range(threads) for i in range(per_thread)}
+    assert {s.id for s in snapshot.steps} == {
+        f"s{t * 1000 + i}" for t in range(threads) for i in range(per_thread)
+    }
     assert snapshot.turn_count == threads * per_thread
     # each turn start was written with its step in one script, so it points exactly at it
     assert snapshot.turn_start_indices == list(range(threads * per_thread))
     assert snapshot.cumulative_usage.total_token_count == 2 * threads * per_thread
 
 
-def test_concurrent_appends_with_trimming_keep_indices_consistent(real_redis: redis.Redis, keys: KeySpace) -> None:
+def test_concurrent_appends_with_trimming_keep_indices_consistent(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
     def writer(t: int) -> None:
         store = HistoryStore(real_redis, keys, "trim", max_history_size=7)
         for i in range(40):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pickle  # noqa: S403 - only to prove errors survive Celery's transport contract
+import pickle
 
 import pytest
 
@@ -20,7 +20,7 @@ def test_invalid_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_unknown_provider_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SIGNOFF_PROVIDER", "magic")
-    with pytest.raises(SettingsError, match="SIGNOFF_PROVIDER: .*scripted, openai, ollama"):
+    with pytest.raises(SettingsError, match=r"SIGNOFF_PROVIDER: .*scripted, openai, ollama"):
         load_settings()
 
 
@@ -59,7 +59,7 @@ def test_unknown_enum_values_parse_as_unknown() -> None:
 
 @pytest.mark.parametrize("error", [NotFound("no such thing"), ProviderError("boom", http_code=503)])
 def test_errors_survive_a_round_trip(error: SignoffError) -> None:
-    copy = pickle.loads(pickle.dumps(error))  # noqa: S301
+    copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error)
     assert str(copy) == str(error)
     assert getattr(copy, "http_code", None) == getattr(error, "http_code", None)

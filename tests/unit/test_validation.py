@@ -58,13 +58,19 @@ def test_text_limit_counts_bytes_not_characters() -> None:
 
 
 def test_oversize_media_names_size_and_limit() -> None:
-    parts = [TextPart(text="look"), Media(data=b"1" * 30, mime_type="image/png"), Media(data=b"2" * 21, mime_type="image/png")]
+    parts = [
+        TextPart(text="look"),
+        Media(data=b"1" * 30, mime_type="image/png"),
+        Media(data=b"2" * 21, mime_type="image/png"),
+    ]
     with pytest.raises(PayloadTooLarge, match="media is 51 bytes; the limit is 50"):
         validate_prompt(Content(parts=parts), SETTINGS)
 
 
 def test_slash_command_from_text() -> None:
-    assert validate_prompt("/compact now", SETTINGS).slash_command == SlashCommand(name="compact", args="now")
+    assert validate_prompt("/compact now", SETTINGS).slash_command == SlashCommand(
+        name="compact", args="now"
+    )
 
 
 def test_slash_command_with_bad_name_is_rejected() -> None:

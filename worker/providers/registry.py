@@ -40,4 +40,6 @@ class ProviderFactory:
             from worker.providers.ollama import OllamaProvider
 
             return OllamaProvider(self.settings)
-        raise ProviderError(f"unknown provider {name!r}; known providers: {', '.join(KNOWN_PROVIDERS)}")
+        raise ProviderError(
+            f"unknown provider {name!r}; known providers: {', '.join(KNOWN_PROVIDERS)}"
+        )
