@@ -66,6 +66,7 @@ class Client:
         timeout_s: float | None = None,
         conversation_id: str | None = None,
         metadata: dict[str, str] | None = None,
+        compaction_token_budget: int | None = None,
     ) -> Conversation:
         """Creates a conversation; every option defaults from settings."""
         if response_schema is not None:
@@ -90,6 +91,7 @@ class Client:
             double_text_policy=double_text_policy,
             limits=limits,
             metadata=metadata,
+            compaction_token_budget=compaction_token_budget,
         )
         return self.create(config, conversation_id=conversation_id)
 

@@ -55,6 +55,9 @@ class ConversationConfig(BaseModel):
     double_text_policy: DoubleTextPolicy = DoubleTextPolicy.ENQUEUE
     limits: TurnLimits = Field(default_factory=TurnLimits)
     approval_timeout_s: int | None = Field(default=None, gt=0)
+    compaction_token_budget: int | None = Field(
+        default=None, ge=0, description="Compact past this many context tokens; None uses settings."
+    )
     batch_id: str | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
 

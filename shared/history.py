@@ -98,9 +98,9 @@ _WRITE = LuaScript(HISTORY_WRITE_LUA + "return history_write(KEYS, ARGV, 1)[1]\n
 _CONTEXT = LuaScript(
     """
 local trimmed = tonumber(redis.call('HGET', KEYS[2], 'trimmed') or '0')
-local start = tonumber(ARGV[1])
+local start = 0
 local last = redis.call('LINDEX', KEYS[3], -1)
-if last and tonumber(last) < start then start = tonumber(last) end
+if last then start = math.min(tonumber(last), tonumber(ARGV[1])) end
 start = math.max(start - trimmed, 0)
 return {trimmed + start, redis.call('LRANGE', KEYS[1], start, -1)}
 """

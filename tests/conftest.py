@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import fakeredis
 import pytest
@@ -50,12 +52,25 @@ def settings(redis_server: EmbeddedRedis) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def stack_env(redis_server: EmbeddedRedis) -> dict[str, str]:
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace root with one file, and a secret beside it that must stay out of reach."""
+    base = tmp_path_factory.mktemp("ws")
+    root = base / "root"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello from the workspace\n")
+    (base / "secret.txt").write_text("do not read\n")
+    (root / "escape").symlink_to(base / "secret.txt")
+    return root
+
+
+@pytest.fixture(scope="module")
+def stack_env(redis_server: EmbeddedRedis, workspace: Path) -> dict[str, str]:
     """Environment for a module's worker and client: its own key prefix on the test Redis."""
     return {
         "SIGNOFF_REDIS_URL": redis_server.url,
         "SIGNOFF_KEY_PREFIX": f"it{uuid.uuid4().hex[:8]}",
         "SIGNOFF_FLUSH_INTERVAL_MS": "10",
+        "SIGNOFF_WORKSPACE_ROOTS": json.dumps([str(workspace)]),
     }
 
 
@@ -68,6 +83,8 @@ def worker(stack_env: dict[str, str]) -> Iterator[WorkerProcess]:
 
 @pytest.fixture
 def client(stack_env: dict[str, str], worker: WorkerProcess) -> Iterator[Client]:
-    settings = Settings(**{k.removeprefix("SIGNOFF_").lower(): v for k, v in stack_env.items()})
+    settings = Settings(
+        redis_url=stack_env["SIGNOFF_REDIS_URL"], key_prefix=stack_env["SIGNOFF_KEY_PREFIX"]
+    )
     with Client(settings) as signoff:
         yield signoff

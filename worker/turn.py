@@ -165,7 +165,9 @@ class TurnMachine:
     def _request(self, provider: Provider) -> ModelRequest:
         leg, cp = self.leg, self.leg.checkpoint
         messages = self._messages()
-        budget = leg.settings.compaction_token_budget
+        budget = leg.config.compaction_token_budget
+        if budget is None:
+            budget = leg.settings.compaction_token_budget
         if budget and estimate_tokens(messages) > budget and self._has_earlier_turns():
             compact(leg, provider)
             messages = self._messages()
@@ -195,12 +197,9 @@ class TurnMachine:
         return build_messages(self.leg.config.system_prompt, window, prompt=self.leg.turn.prompt)
 
     def _has_earlier_turns(self) -> bool:
-        window = self.leg.history.context_window(self.leg.checkpoint.turn_start)
-        return (
-            bool(window)
-            and window[0].step_index < self.leg.checkpoint.turn_start
-            and (window[0].type is not StepType.COMPACTION or window[0].step_index > 0)
-        )
+        turn_start = self.leg.checkpoint.turn_start
+        window = self.leg.history.context_window(turn_start)
+        return any(s.step_index < turn_start and s.type is not StepType.COMPACTION for s in window)
 
     def _stopped(self, streamer: StepStreamer, output: ModelOutput) -> bool:
         partial = self._response_step(streamer, output, status=StepStatus.CANCELED)

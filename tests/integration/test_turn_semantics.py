@@ -30,6 +30,8 @@ def test_history_turns_and_usage_over_several_turns(client: Client) -> None:
     assert [history[i].content for i in starts] == ["one", "two"]
     assert all(history[i].type is StepType.USER_INPUT for i in starts)
     assert first.usage_metadata is not None and second.usage_metadata is not None
+    # the second call's context holds the first turn too
+    assert second.usage_metadata.prompt_token_count > first.usage_metadata.prompt_token_count + 1
     total = first.usage_metadata + second.usage_metadata
     assert conversation.total_usage == total
     assert conversation.last_turn_usage == second.usage_metadata
