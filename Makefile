@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON" $(PY) -m pip install --quiet -e '.[dev,realmodel]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -465,7 +465,7 @@ def test_request_maps_messages_media_tools_and_schema(server: WireServer) -> Non
             },
         }
     ]
-    assert body["tool_choice"] == "required"
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
     assert body["response_format"] == {
         "type": "json_schema",
         "json_schema": {"name": "response", "schema": schema},
@@ -477,12 +477,12 @@ def test_request_maps_messages_media_tools_and_schema(server: WireServer) -> Non
     ("selection", "expected"),
     [
         (ToolSelection.AUTO, "auto"),
-        (ToolSelection.REQUIRED, "required"),
+        (ToolSelection.REQUIRED, {"type": "function", "function": {"name": "get_weather"}}),
         (ToolSelection.NONE, None),
     ],
 )
 def test_tool_choice_follows_tool_selection(
-    server: WireServer, selection: ToolSelection, expected: str | None
+    server: WireServer, selection: ToolSelection, expected: object
 ) -> None:
     server.script(text_reply("ok"))
 
@@ -509,3 +509,12 @@ def test_settings_configure_the_client_and_the_key_is_never_logged(
     assert [r.headers["authorization"] for r in server.requests] == [f"Bearer {SECRET}"] * 2
     assert "warming up" in caplog.text
     assert SECRET not in caplog.text
+
+
+def test_required_with_several_tools_is_sent_as_required(server: WireServer) -> None:
+    other = ToolSpec(name="other", description="Another tool.", parameters={"type": "object"})
+    server.script(text_reply("ok"))
+
+    run(provider_for(server), ask(tools=(WEATHER, other), tool_selection=ToolSelection.REQUIRED))
+
+    assert server.requests[0].json()["tool_choice"] == "required"

@@ -154,6 +154,14 @@ class OpenAIProvider:
 # Request mapping
 
 
+def _tool_choice(request: ModelRequest) -> str | dict[str, Any]:
+    """"required" with one tool is sent as that tool by name: it means the same on every
+    server, and llama.cpp's server ignores "required" but honours a named function."""
+    if request.tool_selection is ToolSelection.REQUIRED and len(request.tools) == 1:
+        return {"type": "function", "function": {"name": request.tools[0].name}}
+    return request.tool_selection.value
+
+
 def _create_kwargs(request: ModelRequest) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "model": request.model,
@@ -163,7 +171,7 @@ def _create_kwargs(request: ModelRequest) -> dict[str, Any]:
     }
     if request.tools and request.tool_selection is not ToolSelection.NONE:
         kwargs["tools"] = [function_tool(spec) for spec in request.tools]
-        kwargs["tool_choice"] = request.tool_selection.value
+        kwargs["tool_choice"] = _tool_choice(request)
     if request.response_schema is not None:
         kwargs["response_format"] = {
             "type": "json_schema",
