@@ -130,6 +130,25 @@ class Settings(BaseSettings):
     secret_key: SecretStr = Field(
         SecretStr(""), description="Signs sessions and CSRF tokens; set in production."
     )
+    admin_user: str = Field(
+        "admin", description="Operator account created at start when a password is set."
+    )
+    admin_password: SecretStr = Field(
+        SecretStr(""), description="Password of `admin_user`; empty: none."
+    )
+    cookie_secure: bool = Field(
+        False, description="Send cookies over HTTPS only; on in production."
+    )
+    login_attempts_per_minute: int = Field(
+        10, gt=0, description="Sign-in attempts per IP per minute."
+    )
+    sse_heartbeat_s: float = Field(
+        15.0, gt=0, description="Comment sent to idle SSE clients this often."
+    )
+    web_workers: int = Field(2, gt=0, description="gunicorn worker processes of `signoff web`.")
+    web_threads: int = Field(
+        64, gt=0, description="Threads per gunicorn worker (SSE clients hold one)."
+    )
 
     @field_validator("key_prefix")
     @classmethod
