@@ -33,6 +33,7 @@ from shared.validation import validate_prompt
 __all__ = ["Client", "Conversation"]
 
 Prompt = str | Content | list[ContentPart]
+"""What every send method accepts: plain text (or `/command`), Content, or parts."""
 _BLOCK_MS = 1000
 
 

@@ -163,9 +163,15 @@ class ConversationStore:
             storage_errors(f"reading conversation {cid}"),
             self.client.pipeline(transaction=True) as pipe,
         ):
-            pipe.hgetall(self.keys.conversation(cid))
-            pipe.llen(self.keys.inbox(cid))
-            raw, queued = pipe.execute()
+            self.queue_get(pipe, cid)
+            return self.parse_get(cid, pipe.execute())
+
+    def queue_get(self, pipe: Any, cid: str) -> None:
+        pipe.hgetall(self.keys.conversation(cid))
+        pipe.llen(self.keys.inbox(cid))
+
+    def parse_get(self, cid: str, results: list[Any]) -> ConversationRecord:
+        raw, queued = results
         if not raw:
             raise NotFound(f"conversation {cid} does not exist")
         return ConversationRecord(
@@ -187,6 +193,16 @@ class ConversationStore:
 
     def submit(self, cid: str, prompt: Content, policy: DoubleTextPolicy) -> Submission:
         """Queues a turn under the conversation's double-text policy."""
+        with (
+            storage_errors(f"submitting a prompt to conversation {cid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            tid = self.queue_submit(pipe, cid, prompt, policy)
+            _, reply = pipe.execute()
+        return Submission(turn_id=tid, after_event_id=self.check_submit(cid, reply))
+
+    def queue_submit(self, pipe: Any, cid: str, prompt: Content, policy: DoubleTextPolicy) -> str:
+        """Queues the submit script (and the sweeper's index) on a pipeline; returns the turn id."""
         tid = new_id()
         keys = [
             self.keys.conversation(cid),
@@ -202,16 +218,11 @@ class ConversationStore:
             time.time(),
             *self._emit_args(cid),
         ]
-        with (
-            storage_errors(f"submitting a prompt to conversation {cid}"),
-            self.client.pipeline(transaction=False) as pipe,
-        ):
-            pipe.zadd(self.keys.active(), {cid: time.time()})
-            _SUBMIT(pipe, keys, args)
-            _, reply = pipe.execute()
-        return Submission(turn_id=tid, after_event_id=self._check_submit(cid, reply))
+        pipe.zadd(self.keys.active(), {cid: time.time()})
+        _SUBMIT.queue(pipe, keys, args)
+        return tid
 
-    def _check_submit(self, cid: str, reply: list[Any]) -> str:
+    def check_submit(self, cid: str, reply: list[Any]) -> str:
         outcome = reply[0]
         if outcome == "not_found":
             raise NotFound(f"conversation {cid} does not exist")
@@ -226,10 +237,19 @@ class ConversationStore:
 
     def abort(self, cid: str, *, close: bool = False) -> str:
         """Ends queued turns now and flags the active one; returns the active turn id or ''."""
-        keys = [self.keys.conversation(cid), self.keys.inbox(cid), self.keys.events(cid)]
-        args = [cid, time.time(), *self._emit_args(cid), int(close)]
         with storage_errors(f"aborting conversation {cid}"):
-            reply = _ABORT(self.client, keys, args)
+            reply = _ABORT(self.client, *self.abort_call(cid, close=close))
+        return self.check_abort(cid, reply)
+
+    def abort_call(self, cid: str, *, close: bool = False) -> tuple[list[str], list[Any]]:
+        keys = [self.keys.conversation(cid), self.keys.inbox(cid), self.keys.events(cid)]
+        return keys, [cid, time.time(), *self._emit_args(cid), int(close)]
+
+    @staticmethod
+    def abort_script() -> LuaScript:
+        return _ABORT
+
+    def check_abort(self, cid: str, reply: list[Any]) -> str:
         if reply[0] == "not_found":
             raise NotFound(f"conversation {cid} does not exist")
         return str(reply[1])

@@ -214,17 +214,24 @@ class HistoryStore:
 
     def snapshot(self) -> HistorySnapshot:
         """Reads everything in one MULTI/EXEC so the parts agree with each other."""
-        steps_key, meta_key, turns_key, compactions_key, usage_key = self._keys
         with (
             storage_errors(f"reading history of conversation {self.conversation_id}"),
             self.client.pipeline(transaction=True) as pipe,
         ):
-            pipe.lrange(steps_key, 0, -1)
-            pipe.hgetall(meta_key)
-            pipe.lrange(turns_key, 0, -1)
-            pipe.lrange(compactions_key, 0, -1)
-            pipe.hgetall(usage_key)
-            raw_steps, meta, turns, compactions, usage = pipe.execute()
+            self.queue_snapshot(pipe)
+            return self.parse_snapshot(pipe.execute())
+
+    def queue_snapshot(self, pipe: Any) -> None:
+        """Queues the reads of a snapshot on a (sync or async) MULTI pipeline."""
+        steps_key, meta_key, turns_key, compactions_key, usage_key = self._keys
+        pipe.lrange(steps_key, 0, -1)
+        pipe.hgetall(meta_key)
+        pipe.lrange(turns_key, 0, -1)
+        pipe.lrange(compactions_key, 0, -1)
+        pipe.hgetall(usage_key)
+
+    def parse_snapshot(self, results: list[Any]) -> HistorySnapshot:
+        raw_steps, meta, turns, compactions, usage = results
         trimmed = int(meta.get("trimmed", 0))
         return HistorySnapshot(
             steps=[self._parse(raw, trimmed + i) for i, raw in enumerate(raw_steps)],

@@ -23,6 +23,10 @@ class LuaScript:
         self.body = body
         self.sha = hashlib.sha1(body.encode(), usedforsecurity=False).hexdigest()
 
+    def queue(self, pipe: Any, keys: list[str], args: list[Any]) -> Any:
+        """Queues the script on any pipeline, sync or async (EVAL: no extra round trip)."""
+        return pipe.eval(self.body, len(keys), *keys, *args)
+
     def __call__(self, client: redis.Redis | Pipeline, keys: list[str], args: list[Any]) -> Any:
         if isinstance(client, Pipeline):
             return client.eval(self.body, len(keys), *keys, *args)

@@ -47,7 +47,7 @@ def test_tool_call_cap_refuses_extra_calls_and_still_answers(client: Client) -> 
 
 def test_turn_timeout_ends_the_turn_with_an_error(client: Client) -> None:
     conversation = client.new_conversation(timeout_s=0.5)
-    with pytest.raises(TurnFailed, match="timed out after 0.5s"):
+    with pytest.raises(TurnFailed, match=r"timed out after 0\.5s"):
         conversation.chat_to_completion("#slow #long")
     assert conversation.history[-1].status is StepStatus.ERROR
 

@@ -1,0 +1,254 @@
+"""The asyncio client: the same conversations and semantics as `shared.client`, on redis.asyncio.
+
+Reads, submissions and event following are native async Redis calls; only
+sending the Celery task (a short, non-blocking publish) runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from shared.chunks import StreamChunk
+from shared.client import Prompt
+from shared.config import ConversationConfig
+from shared.conversations import ConversationRecord, ConversationStore
+from shared.errors import Conflict
+from shared.event_log import parse_event
+from shared.events import ChatResponse, EventBase
+from shared.history import HistorySnapshot, HistoryStore
+from shared.keys import KeySpace
+from shared.redis_client import connect, connect_async, storage_errors
+from shared.settings import Settings, load_settings
+from shared.steps import Step, UsageMetadata
+from shared.tasks import TaskSender
+from shared.turn_stream import TurnFollower
+from shared.validation import validate_prompt
+
+__all__ = ["AsyncClient", "AsyncConversation"]
+
+_BLOCK_MS = 1000
+
+
+class AsyncClient:
+    """Async entry point; `new_conversation` takes the options of `Client.new_conversation`."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or load_settings()
+        self.redis = connect_async(self.settings)
+        self.keys = KeySpace(self.settings.key_prefix)
+        # The store's pure halves (key names, arguments, parsing) are shared with the sync client.
+        self.store = ConversationStore(connect(self.settings), self.keys, self.settings)
+        self.tasks = TaskSender(self.settings)
+
+    async def new_conversation(self, **options: Any) -> AsyncConversation:
+        from shared.client import Client
+
+        sync = Client(self.settings, redis_client=self.store.client)
+        conversation = await asyncio.to_thread(sync.new_conversation, **options)
+        return AsyncConversation(self, conversation.conversation_id)
+
+    async def create(self, config: ConversationConfig) -> AsyncConversation:
+        cid = await asyncio.to_thread(self.store.create, config)
+        return AsyncConversation(self, cid)
+
+    async def conversation(self, conversation_id: str) -> AsyncConversation:
+        conversation = AsyncConversation(self, conversation_id)
+        await conversation.record()
+        return conversation
+
+    async def aclose(self) -> None:
+        await self.redis.aclose()
+        self.store.client.close()
+        self.tasks.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncConversation:
+    """An async handle on one conversation; `async for chunk in await conv.chat(...)`."""
+
+    def __init__(self, client: AsyncClient, conversation_id: str) -> None:
+        self.client = client
+        self.conversation_id = conversation_id
+
+    async def record(self) -> ConversationRecord:
+        store = self.client.store
+        with storage_errors(f"reading conversation {self.conversation_id}"):
+            async with self.client.redis.pipeline(transaction=True) as pipe:
+                store.queue_get(pipe, self.conversation_id)
+                results = await pipe.execute()
+        return store.parse_get(self.conversation_id, results)
+
+    async def _submit(self, content: Prompt) -> tuple[str, str]:
+        prompt = validate_prompt(content, self.client.settings)
+        policy = (await self.record()).config.double_text_policy
+        store = self.client.store
+        with storage_errors(f"submitting a prompt to conversation {self.conversation_id}"):
+            async with self.client.redis.pipeline(transaction=False) as pipe:
+                turn_id = store.queue_submit(pipe, self.conversation_id, prompt, policy)
+                _, reply = await pipe.execute()
+        after = store.check_submit(self.conversation_id, reply)
+        await asyncio.to_thread(self.client.tasks.advance, self.conversation_id)
+        return turn_id, after
+
+    async def send(self, content: Prompt) -> str:
+        return (await self._submit(content))[0]
+
+    async def chat(self, content: Prompt) -> AsyncIterator[StreamChunk]:
+        """Sends at once; the returned iterator yields the turn's chunks."""
+        turn_id, after = await self._submit(content)
+        return self._chunks_of(turn_id, after)
+
+    async def _chunks_of(self, turn_id: str, after: str) -> AsyncIterator[StreamChunk]:
+        follower = TurnFollower(turn_id)
+        async for event in self._follow(follower, after):
+            for chunk in follower.chunks(event):
+                yield chunk
+        if follower.error is not None:
+            raise follower.error
+
+    async def chat_to_completion(self, content: Prompt) -> ChatResponse:
+        turn_id, after = await self._submit(content)
+        return await self.wait_for_turn(turn_id, after_event_id=after)
+
+    async def chat_content(self, content: Prompt) -> ChatResponse:
+        return await self.chat_to_completion(content)
+
+    async def wait_for_turn(
+        self, turn_id: str, *, after_event_id: str = "0-0", timeout: float | None = None
+    ) -> ChatResponse:
+        follower = TurnFollower(turn_id)
+        async for event in self._follow(follower, after_event_id, timeout=timeout):
+            follower.steps(event)
+        return follower.result()
+
+    async def receive_steps(
+        self, turn_id: str, *, after_event_id: str = "0-0"
+    ) -> AsyncIterator[Step]:
+        follower = TurnFollower(turn_id)
+        async for event in self._follow(follower, after_event_id):
+            for step in follower.steps(event):
+                yield step
+
+    async def receive_chunks(
+        self, turn_id: str, *, after_event_id: str = "0-0"
+    ) -> AsyncIterator[StreamChunk]:
+        async for chunk in self._chunks_of(turn_id, after_event_id):
+            yield chunk
+
+    async def _wait_events(self, after: str, block_ms: int) -> list[EventBase]:
+        key = self.client.keys.events(self.conversation_id)
+        with storage_errors(f"waiting for events of conversation {self.conversation_id}"):
+            reply: Any = await self.client.redis.xread({key: after}, count=500, block=block_ms)
+        if not reply:
+            return []
+        return [parse_event(key, str(sid), str(fields["e"])) for sid, fields in reply[0][1]]
+
+    async def _follow(
+        self, follower: TurnFollower, after: str, *, timeout: float | None = None
+    ) -> AsyncIterator[EventBase]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not follower.done:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"turn {follower.turn_id} did not end within {timeout}s")
+            events = await self._wait_events(after, _BLOCK_MS)
+            for event in events:
+                after = event.id or after
+                yield event
+                if follower.done:
+                    return
+            if not events:
+                await self._check_record(follower)
+
+    async def _check_record(self, follower: TurnFollower) -> None:
+        key = self.client.keys.turn(self.conversation_id, follower.turn_id)
+        fields: dict[str, str] = await self.client.redis.hgetall(key)  # type: ignore[assignment]
+        follower.finish_from_record(fields.get("status", ""), fields)
+
+    async def snapshot(self) -> HistorySnapshot:
+        limit = (await self.record()).config.max_history_size
+        store = HistoryStore(
+            self.client.store.client, self.client.keys, self.conversation_id, max_history_size=limit
+        )
+        with storage_errors(f"reading history of conversation {self.conversation_id}"):
+            async with self.client.redis.pipeline(transaction=True) as pipe:
+                store.queue_snapshot(pipe)
+                results = await pipe.execute()
+        return store.parse_snapshot(results)
+
+    @property
+    async def history(self) -> list[Step]:
+        return (await self.snapshot()).steps
+
+    @property
+    async def turn_count(self) -> int:
+        return (await self.snapshot()).turn_count
+
+    @property
+    async def compaction_indices(self) -> list[int]:
+        return (await self.snapshot()).compaction_indices
+
+    @property
+    async def last_response(self) -> str:
+        return (await self.snapshot()).last_response
+
+    @property
+    async def last_structured_output(self) -> Any:
+        return (await self.snapshot()).last_structured_output
+
+    @property
+    async def total_usage(self) -> UsageMetadata:
+        return (await self.snapshot()).cumulative_usage
+
+    @property
+    async def last_turn_usage(self) -> UsageMetadata | None:
+        return (await self.snapshot()).turn_usage
+
+    @property
+    async def is_idle(self) -> bool:
+        record = await self.record()
+        return not record.active_turn and record.queued == 0
+
+    async def wait_for_idle(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        key = self.client.keys.events(self.conversation_id)
+        last = await self.client.redis.xrevrange(key, count=1)
+        after = str(last[0][0]) if last else "0-0"
+        while not await self.is_idle:
+            remaining = _BLOCK_MS if deadline is None else int((deadline - time.monotonic()) * 1000)
+            if remaining <= 0:
+                return False
+            for event in await self._wait_events(after, min(remaining, _BLOCK_MS)):
+                after = event.id or after
+        return True
+
+    async def clear_history(self) -> None:
+        if not await self.is_idle:
+            raise Conflict(
+                f"conversation {self.conversation_id} has a turn running or queued; abort it first"
+            )
+        await self.client.redis.delete(
+            *HistoryStore(self.client.store.client, self.client.keys, self.conversation_id).keys
+        )
+
+    async def abort(self) -> None:
+        await self._abort(close=False)
+
+    async def close(self) -> None:
+        await self._abort(close=True)
+
+    async def _abort(self, *, close: bool) -> None:
+        store = self.client.store
+        keys, args = store.abort_call(self.conversation_id, close=close)
+        script = store.abort_script()
+        with storage_errors(f"aborting conversation {self.conversation_id}"):
+            reply = await self.client.redis.eval(script.body, len(keys), *keys, *args)
+        if store.check_abort(self.conversation_id, reply):
+            await asyncio.to_thread(self.client.tasks.advance, self.conversation_id)

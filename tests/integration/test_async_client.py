@@ -1,0 +1,53 @@
+"""The asyncio client against a real worker: the same semantics with `async for`."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from shared.async_client import AsyncClient
+from shared.chunks import Text, Thought
+from shared.client import Client
+from shared.errors import Cancelled, PromptRejected
+from shared.steps import StepType
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_async_chat_streams_and_completes(client: Client) -> None:
+    async def scenario() -> tuple[list, object, int]:
+        async with AsyncClient(client.settings) as aclient:
+            conversation = await aclient.new_conversation(allow_all=True)
+            chunks = [c async for c in await conversation.chat("hello async")]
+            response = await conversation.chat_to_completion(
+                'call calculator {"expression": "3*3"}'
+            )
+            return chunks, response, await conversation.turn_count
+
+    chunks, response, turns = run(scenario())
+    assert isinstance(chunks[0], Thought)
+    assert "hello async" in "".join(c.text for c in chunks if isinstance(c, Text))
+    assert "9" in response.text  # type: ignore[attr-defined]
+    assert turns == 2
+
+
+def test_async_abort_and_validation(client: Client) -> None:
+    async def scenario() -> list[StepType]:
+        async with AsyncClient(client.settings) as aclient:
+            conversation = await aclient.new_conversation()
+            with pytest.raises(PromptRejected):
+                await conversation.send("\x00")
+            stream = await conversation.chat("slow #slow #long")
+            await stream.__anext__()
+            await conversation.abort()
+            with pytest.raises(Cancelled):
+                async for _ in stream:
+                    pass
+            assert await conversation.wait_for_idle(timeout=10)
+            return [s.type for s in await conversation.history]
+
+    types = run(scenario())
+    assert types[0] is StepType.USER_INPUT and StepType.FINISH not in types
