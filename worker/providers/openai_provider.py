@@ -155,7 +155,7 @@ class OpenAIProvider:
 
 
 def _tool_choice(request: ModelRequest) -> str | dict[str, Any]:
-    """"required" with one tool is sent as that tool by name: it means the same on every
+    """ "required" with one tool is sent as that tool by name: it means the same on every
     server, and llama.cpp's server ignores "required" but honours a named function."""
     if request.tool_selection is ToolSelection.REQUIRED and len(request.tools) == 1:
         return {"type": "function", "function": {"name": request.tools[0].name}}

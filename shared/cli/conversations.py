@@ -1,0 +1,80 @@
+"""Commands for conversations: `submit` and `tail`."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from shared.chunks import Text, Thought, ToolCallChunk
+from shared.cli.main import cli
+from shared.client import Client
+from shared.events import EventBase, StepEvent
+
+__all__ = ["submit", "tail"]
+
+
+@cli.command()
+@click.argument("prompt")
+@click.option("--follow", is_flag=True, help="Stream the answer and wait for the end of the turn.")
+@click.option("--conversation", "conversation_id", default=None, help="Send to this conversation.")
+@click.option("--allow-all", is_flag=True, help="Run every tool without asking.")
+def submit(prompt: str, follow: bool, conversation_id: str | None, allow_all: bool) -> None:
+    """Send PROMPT as a background job; prints the conversation and turn ids."""
+    with Client() as client:
+        conversation = (
+            client.conversation(conversation_id)
+            if conversation_id
+            else client.new_conversation(allow_all=allow_all)
+        )
+        if not follow:
+            turn_id = conversation.send(prompt)
+            click.echo(
+                json.dumps({"conversation_id": conversation.conversation_id, "turn_id": turn_id})
+            )
+            return
+        click.echo(f"conversation {conversation.conversation_id}", err=True)
+        for chunk in conversation.chat(prompt):
+            show_chunk(chunk)
+        click.echo()
+
+
+def show_chunk(chunk: Thought | Text | ToolCallChunk) -> None:
+    """Thoughts dimmed, text plain, tool calls on their own line."""
+    if isinstance(chunk, Thought):
+        click.secho(chunk.text, dim=True, nl=False, err=True)
+    elif isinstance(chunk, Text):
+        click.echo(chunk.text, nl=False)
+    else:
+        click.secho(f"\n[tool call {chunk.call.name} {json.dumps(chunk.call.args)}]", fg="cyan")
+
+
+@cli.command()
+@click.argument("conversation_id")
+@click.option("--from-start", is_flag=True, help="Replay the stored events first.")
+def tail(conversation_id: str, from_start: bool) -> None:
+    """Follow a conversation's events live (Ctrl-C to stop; stopping cancels nothing)."""
+    with Client() as client:
+        client.conversation(conversation_id)
+        after = "0-0" if from_start else client.events.last_id(conversation_id)
+        try:
+            while True:
+                for event in client.events.wait(conversation_id, after, block_ms=1000):
+                    after = event.id or after
+                    show_event(event)
+        except KeyboardInterrupt:
+            pass
+
+
+def show_event(event: EventBase) -> None:
+    if isinstance(event, StepEvent):
+        step = event.step
+        delta = step.thinking_delta or step.content_delta
+        if delta:
+            click.echo(delta, nl=False)
+            return
+        click.secho(f"\n[{step.type.value} {step.status.value}] {step.content[:200]}", dim=True)
+        return
+    click.secho(
+        f"\n[{event.model_dump(exclude={'id', 'conversation_id'}, exclude_none=True)}]", fg="yellow"
+    )

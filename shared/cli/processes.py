@@ -1,0 +1,76 @@
+"""Commands that run Signoff's processes: `worker`, `beat`, `web`, and `up` for all of them."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from shared.cli.main import cli
+from shared.cli.supervisor import Supervisor
+from shared.settings import load_settings
+
+__all__ = ["beat", "up", "web", "worker"]
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def worker(celery_args: tuple[str, ...]) -> None:
+    """Run a worker (Celery, thread pool); extra arguments go to Celery."""
+    load_settings()  # fail here, with the variable named, not inside Celery
+    os.execv(sys.executable, [sys.executable, "-m", "worker", "worker", *celery_args])
+
+
+@cli.command()
+def beat() -> None:
+    """Run the scheduler that sweeps expired approvals and stalled turns."""
+    load_settings()
+    os.execv(sys.executable, [sys.executable, "-m", "worker", "beat"])
+
+
+@cli.command()
+def web() -> None:
+    """Serve the operator UI and the JSON API (gunicorn, gthread workers)."""
+    settings = load_settings()
+    os.execv(sys.executable, [sys.executable, "-m", "gunicorn", *gunicorn_args(settings)])
+
+
+def gunicorn_args(settings: object) -> list[str]:
+    from shared.settings import Settings
+
+    assert isinstance(settings, Settings)
+    return [
+        "--worker-class",
+        "gthread",
+        "--workers",
+        str(settings.web_workers),
+        "--threads",
+        str(settings.web_threads),
+        "--bind",
+        f"{settings.web_host}:{settings.web_port}",
+        "--timeout",
+        "0",  # SSE responses are long-lived; gthread keeps serving others meanwhile
+        "--access-logfile",
+        "-",
+        "webui.wsgi:app",
+    ]
+
+
+@cli.command()
+@click.option("--demo", is_flag=True, help="Run the demo batch (examples/prompts.jsonl) once up.")
+@click.option("--port", type=int, default=None, help="Web port (default: SIGNOFF_WEB_PORT).")
+def up(demo: bool, port: int | None) -> None:
+    """Start everything on this machine (Redis if none answers); Ctrl-C stops it all."""
+    supervisor = Supervisor(load_settings(), web_port=port)
+    try:
+        supervisor.start()
+        if demo:
+            from shared.cli.demo import run_demo
+
+            run_demo(supervisor)
+        supervisor.wait()
+    except KeyboardInterrupt:
+        click.echo("\nstopping...")
+    finally:
+        supervisor.stop()

@@ -1,0 +1,73 @@
+"""The CLI against a real stack: `signoff worker`, `submit`, errors with a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from shared.client import Client
+from tests.stack import ROOT, WorkerProcess
+
+SIGNOFF = str(Path(sys.executable).with_name("signoff"))
+
+
+def run_cli(
+    env: dict[str, str], *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SIGNOFF, *args],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_submit_follow_streams_the_answer(stack_env: dict[str, str], worker: WorkerProcess) -> None:
+    result = run_cli(stack_env, "submit", "hello from the cli", "--follow")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("[demo model]") and "hello from the cli" in result.stdout
+    assert "conversation " in result.stderr
+
+
+def test_submit_prints_ids_and_the_turn_runs(stack_env: dict[str, str], client: Client) -> None:
+    result = run_cli(stack_env, "submit", "in the background")
+    assert result.returncode == 0, result.stderr
+    ids = json.loads(result.stdout)
+    conversation = client.conversation(ids["conversation_id"])
+    assert "in the background" in conversation.wait_for_turn(ids["turn_id"], timeout=30).text
+
+
+def test_errors_are_one_line_and_non_zero(stack_env: dict[str, str], worker: WorkerProcess) -> None:
+    missing = run_cli(stack_env, "submit", "x", "--conversation", "nosuchconversation")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == "error: conversation nosuchconversation does not exist"
+    empty = run_cli(stack_env, "submit", "\x01 ")
+    assert empty.returncode == 1 and "prompt is empty" in empty.stderr
+    bad_env = run_cli({**stack_env, "SIGNOFF_LEASE_TTL_MS": "-5"}, "submit", "x")
+    assert bad_env.returncode == 1 and "SIGNOFF_LEASE_TTL_MS" in bad_env.stderr
+
+
+def test_signoff_worker_command_runs_turns(stack_env: dict[str, str], client: Client) -> None:
+    worker = WorkerProcess(stack_env, name="cli")
+    worker.process = subprocess.Popen(
+        [SIGNOFF, "worker", "-n", "cli@%h"],
+        cwd=ROOT,
+        env=worker.env,
+        stdout=worker.log_path.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        worker._wait_for("ready.", 30)
+        assert "signoff.advance" in worker.log()
+        assert client.new_conversation().chat_to_completion("via signoff worker").text
+    finally:
+        worker.process.send_signal(signal.SIGTERM)
+        worker.process.wait(timeout=20)
+    assert worker.process.returncode == 0
