@@ -7,6 +7,7 @@ that linger: nothing it started outlives it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -158,7 +159,5 @@ def _stop_group(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> No
         process.wait()
     except ProcessLookupError:
         process.wait()
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # stragglers of the group, e.g. server workers
-    except ProcessLookupError:
-        pass
