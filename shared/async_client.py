@@ -88,11 +88,10 @@ class AsyncConversation:
 
     async def _submit(self, content: Prompt) -> tuple[str, str]:
         prompt = validate_prompt(content, self.client.settings)
-        policy = (await self.record()).config.double_text_policy
         store = self.client.store
         with storage_errors(f"submitting a prompt to conversation {self.conversation_id}"):
             async with self.client.redis.pipeline(transaction=False) as pipe:
-                turn_id = store.queue_submit(pipe, self.conversation_id, prompt, policy)
+                turn_id = store.queue_submit(pipe, self.conversation_id, prompt)
                 _, reply = await pipe.execute()
         after = store.check_submit(self.conversation_id, reply)
         await asyncio.to_thread(self.client.tasks.advance, self.conversation_id)

@@ -132,8 +132,7 @@ class Conversation:
 
     def _submit(self, content: Prompt) -> Any:
         prompt = validate_prompt(content, self.client.settings)
-        policy = self.record().config.double_text_policy
-        submission = self.client.store.submit(self.conversation_id, prompt, policy)
+        submission = self.client.store.submit(self.conversation_id, prompt)
         self.client.tasks.advance(self.conversation_id)
         return submission
 

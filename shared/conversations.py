@@ -53,6 +53,7 @@ if redis.call('HGET', KEYS[1], 'closed') == '1' then return {'closed'} end
 local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
 local queued = redis.call('LLEN', KEYS[2])
 local channels = {ARGV[8], ARGV[9]}
+if ARGV[4] == '' then ARGV[4] = redis.call('HGET', KEYS[1], 'policy') or 'enqueue' end
 if ARGV[4] == 'reject' and (active ~= '' or queued > 0) then return {'busy', active} end
 if ARGV[4] == 'interrupt' then
   cancel_queued(KEYS[1], KEYS[2], KEYS[4], ARGV[6], ARGV[7], channels, ARGV[1],
@@ -152,6 +153,7 @@ class ConversationStore:
                         "created_at": now,
                         "updated_at": now,
                         "active_turn": "",
+                        "policy": config.double_text_policy.value,
                     },
                 )
                 pipe.zadd(self.keys.conversations(), {cid: now})
@@ -191,7 +193,9 @@ class ConversationStore:
         except ValidationError as exc:
             raise CorruptRecord(f"config of {self.keys.conversation(cid)} does not parse") from exc
 
-    def submit(self, cid: str, prompt: Content, policy: DoubleTextPolicy) -> Submission:
+    def submit(
+        self, cid: str, prompt: Content, policy: DoubleTextPolicy | None = None
+    ) -> Submission:
         """Queues a turn under the conversation's double-text policy."""
         with (
             storage_errors(f"submitting a prompt to conversation {cid}"),
@@ -201,8 +205,13 @@ class ConversationStore:
             _, reply = pipe.execute()
         return Submission(turn_id=tid, after_event_id=self.check_submit(cid, reply))
 
-    def queue_submit(self, pipe: Any, cid: str, prompt: Content, policy: DoubleTextPolicy) -> str:
-        """Queues the submit script (and the sweeper's index) on a pipeline; returns the turn id."""
+    def queue_submit(
+        self, pipe: Any, cid: str, prompt: Content, policy: DoubleTextPolicy | None = None
+    ) -> str:
+        """Queues the submit script (and the sweeper's index); returns the turn id.
+
+        Without a policy, the conversation's own (stored at creation) applies.
+        """
         tid = new_id()
         keys = [
             self.keys.conversation(cid),
@@ -214,7 +223,7 @@ class ConversationStore:
             cid,
             tid,
             prompt.model_dump_json(),
-            policy.value,
+            policy.value if policy else "",
             time.time(),
             *self._emit_args(cid),
         ]
@@ -257,6 +266,9 @@ class ConversationStore:
     def turn(self, cid: str, tid: str) -> TurnRecord:
         with storage_errors(f"reading turn {tid} of conversation {cid}"):
             raw: dict[str, str] = self.client.hgetall(self.keys.turn(cid, tid))  # type: ignore[assignment]
+        return self.parse_turn(cid, tid, raw)
+
+    def parse_turn(self, cid: str, tid: str, raw: dict[str, str]) -> TurnRecord:
         if not raw:
             raise NotFound(f"turn {tid} of conversation {cid} does not exist")
         try:

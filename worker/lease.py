@@ -1,8 +1,9 @@
 """A conversation's lease: one worker at a time, with a fencing token, renewed while it runs.
 
-SET NX PX takes it; a background thread renews it every third of its TTL while
-the token still matches. Releasing tells the caller whether queued work remains,
-in the same script, so a prompt queued during the release is never stranded.
+The runtime's claim script takes it (SET PX with a token from INCR) together with
+the work; a background thread renews it every third of its TTL while the token
+still matches. Releasing tells the caller whether work remains, in the same
+script, so a prompt queued during the release is never stranded.
 """
 
 from __future__ import annotations
@@ -15,17 +16,8 @@ from shared.keys import KeySpace
 from shared.lua import LuaScript
 from shared.redis_client import storage_errors
 
-__all__ = ["Lease", "try_acquire"]
+__all__ = ["Lease"]
 
-# KEYS: lease, fence   ARGV: ttl_ms
-_ACQUIRE = LuaScript(
-    """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local token = tostring(redis.call('INCR', KEYS[2]))
-redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
-return token
-"""
-)
 # KEYS: lease   ARGV: token, ttl_ms
 _RENEW = LuaScript(
     """
@@ -77,11 +69,16 @@ class Lease:
                 self.lost.set()
                 return
 
-    def release(self) -> bool:
-        """Stops renewing and lets go; returns True when work remains for another leg."""
+    def stop(self) -> bool:
+        """Stops renewing a lease that was let go elsewhere; no work remains (False)."""
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=1)
+        return False
+
+    def release(self) -> bool:
+        """Stops renewing and lets go; returns True when work remains for another leg."""
+        self.stop()
         keys = [
             self._keys.lease(self.cid),
             self._keys.conversation(self.cid),
@@ -89,14 +86,3 @@ class Lease:
         ]
         with storage_errors(f"releasing the lease of conversation {self.cid}"):
             return bool(_RELEASE(self.client, keys, [self.token]))
-
-
-def try_acquire(client: redis.Redis, keys: KeySpace, cid: str, ttl_ms: int) -> Lease | None:
-    """Takes the lease and starts renewing it, or returns None when another worker holds it."""
-    with storage_errors(f"taking the lease of conversation {cid}"):
-        token = _ACQUIRE(client, [keys.lease(cid), keys.fence(cid)], [ttl_ms])
-    if not token:
-        return None
-    lease = Lease(client, keys, cid, str(token), ttl_ms)
-    lease.start_renewing()
-    return lease

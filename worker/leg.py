@@ -12,6 +12,7 @@ from shared.conversations import TurnRecord
 from shared.history import HistoryStore
 from shared.keys import KeySpace
 from shared.settings import Settings
+from shared.steps import Step
 from worker.checkpoint import TurnCheckpoint
 from worker.lease import Lease
 from worker.writer import Writer
@@ -33,6 +34,9 @@ class Leg:
     history: HistoryStore
     checkpoint: TurnCheckpoint
     started: float = field(default_factory=time.monotonic)
+    cancelled_at_start: bool = False
+    _window: list[Step] | None = None
+    _window_base: int = 0
 
     @property
     def cid(self) -> str:
@@ -59,4 +63,23 @@ class Leg:
         return {"checkpoint": self.checkpoint.model_dump_json()}
 
     def cancel_requested(self) -> bool:
-        return self.client.hget(self.keys.conversation(self.cid), "cancel_turn") == self.turn_id
+        """Whether abort reached this turn: read at the leg's start, then from every flush."""
+        return self.cancelled_at_start or self.writer.cancel_seen
+
+    def context(self) -> list[Step]:
+        """The context window: read once per leg, then extended with what this leg wrote."""
+        if self._window is None:
+            self._window = self.history.context_window(self.checkpoint.turn_start)
+            self._window_base = len(self.writer.written)
+        return [*self._window, *self.writer.written[self._window_base :]]
+
+    def forget_context(self) -> None:
+        """After a compaction the window starts again from its summary."""
+        self._window = None
+
+    def turn_steps(self) -> list[Step]:
+        """This turn's retained steps, from the cached window when it covers the turn start."""
+        window = self.context()
+        if window and window[0].step_index <= self.checkpoint.turn_start:
+            return [s for s in window if s.step_index >= self.checkpoint.turn_start]
+        return [*self.history.steps_since(self.checkpoint.turn_start)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis
 from pydantic import ValidationError
@@ -22,7 +23,7 @@ from shared.lua import LuaScript
 from shared.redis_client import storage_errors
 from shared.settings import Settings
 from worker.checkpoint import TurnCheckpoint
-from worker.lease import Lease, try_acquire
+from worker.lease import Lease
 from worker.leg import Leg
 from worker.providers.registry import ProviderFactory
 from worker.tools import ToolRegistry, default_registry
@@ -33,15 +34,36 @@ __all__ = ["Runtime"]
 
 log = logging.getLogger(__name__)
 
-# KEYS: conv, inbox   ->  the active turn, else the next queued one made active, else nil
+# KEYS: conv, inbox, meta (history), lease, fence
+# ARGV: turn key prefix ("<prefix>:{cid}:turn:"), lease token ('' to take the lease), ttl_ms
+# Takes (or checks) the lease and the work together: the active turn, else the next
+# queued one made active. With no work it takes no lease, or lets the held one go, so
+# a prompt queued meanwhile always finds the lease free for its own `advance`.
+# Returns {'busy'} | {'lost'} | {'idle'} | {'ok', token, turn id, conv, turn, appended, queued}.
 _CLAIM = LuaScript(
     """
+local token = ARGV[2]
+if token == '' then
+  if redis.call('EXISTS', KEYS[4]) == 1 then return {'busy'} end
+elseif redis.call('GET', KEYS[4]) ~= token then
+  return {'lost'}
+end
 local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
-if active ~= '' then return active end
-local tid = redis.call('LPOP', KEYS[2])
-if not tid then return false end
-redis.call('HSET', KEYS[1], 'active_turn', tid)
-return tid
+if active == '' then
+  active = redis.call('LPOP', KEYS[2])
+  if not active then
+    if token ~= '' then redis.call('DEL', KEYS[4]) end
+    return {'idle'}
+  end
+  redis.call('HSET', KEYS[1], 'active_turn', active)
+end
+if token == '' then
+  token = tostring(redis.call('INCR', KEYS[5]))
+  redis.call('SET', KEYS[4], token, 'PX', ARGV[3])
+end
+return {'ok', token, active, redis.call('HGETALL', KEYS[1]),
+        redis.call('HGETALL', ARGV[1] .. active),
+        redis.call('HGET', KEYS[3], 'appended') or '0', redis.call('LLEN', KEYS[2])}
 """
 )
 
@@ -68,43 +90,58 @@ class Runtime:
 
     def advance(self, cid: str) -> str:
         """One leg for conversation `cid`; returns what happened, for logs and tests."""
-        lease = try_acquire(self.client, self.keys, cid, self.settings.lease_ttl_ms)
-        if lease is None:
-            return "busy"
-        outcome = "idle"
+        claim = self._claim(cid, "")
+        if claim[0] != "ok":
+            return str(claim[0])
+        lease = Lease(self.client, self.keys, cid, str(claim[1]), self.settings.lease_ttl_ms)
+        lease.start_renewing()
+        released = False
         try:
-            outcome = self._run(cid, lease)
+            outcome, released = self._run(cid, lease, claim)
         except LeaseLost:
             log.warning("conversation %s: lease lost; another worker continues", cid)
             return "lost"
         finally:
-            more = lease.release()
+            more = lease.stop() if released else lease.release()
         if more:
             self.send_advance(cid)
         return outcome
 
-    def _run(self, cid: str, lease: Lease) -> str:
+    def _run(self, cid: str, lease: Lease, claim: list[Any]) -> tuple[str, bool]:
+        """Runs turns until none is left (the claim let the lease go), a park, or the slice ends."""
         started = time.monotonic()
-        outcome = "idle"
         while time.monotonic() - started < self.settings.leg_time_slice_s:
-            with storage_errors(f"claiming work of conversation {cid}"):
-                tid = _CLAIM(self.client, [self.keys.conversation(cid), self.keys.inbox(cid)], [])
-            if not tid:
-                return outcome
-            record = self.conversations.get(cid)
-            if record.status is ConversationStatus.WAITING_FOR_USER:
-                return "parked"
-            result = TurnMachine(
-                self._leg(cid, str(tid), lease), self.registry, self.providers
-            ).run()
+            leg = self._leg(cid, claim, lease)
+            if leg is None:
+                return "parked", False
+            result = TurnMachine(leg, self.registry, self.providers).run()
             if result is not LegOutcome.FINISHED:
-                return result.value
-            outcome = "finished"
-        return "yielded"
+                return result.value, False
+            claim = self._claim(cid, lease.token)
+            if claim[0] == "idle":
+                return "finished", True
+            if claim[0] == "lost":
+                raise LeaseLost(f"lease of conversation {cid} expired between turns")
+        return "yielded", False
 
-    def _leg(self, cid: str, tid: str, lease: Lease) -> Leg:
-        record = self.conversations.get(cid)
-        turn = self.conversations.turn(cid, tid)
+    def _claim(self, cid: str, token: str) -> list[Any]:
+        keys = [
+            self.keys.conversation(cid),
+            self.keys.inbox(cid),
+            self.keys.history_meta(cid),
+            self.keys.lease(cid),
+            self.keys.fence(cid),
+        ]
+        turn_prefix = self.keys.turn(cid, "x")[:-1]
+        with storage_errors(f"claiming work of conversation {cid}"):
+            return list(_CLAIM(self.client, keys, [turn_prefix, token, self.settings.lease_ttl_ms]))
+
+    def _leg(self, cid: str, claim: list[Any], lease: Lease) -> Leg | None:
+        _, _, tid, conv_flat, turn_flat, appended, queued = claim
+        record = self.conversations.parse_get(cid, [_as_dict(conv_flat), queued])
+        if record.status is ConversationStatus.WAITING_FOR_USER:
+            return None
+        turn = self.conversations.parse_turn(cid, str(tid), _as_dict(turn_flat))
         config = record.config
         limit = (
             self.settings.max_history_size
@@ -117,11 +154,11 @@ class Runtime:
             self.settings,
             cid,
             token=lease.token,
-            turn_id=tid,
+            turn_id=str(tid),
             max_history_size=limit,
             model=config.model,
         )
-        writer.next_position = int(self.client.hget(self.keys.history_meta(cid), "appended") or 0)
+        writer.next_position = int(appended)
         return Leg(
             client=self.client,
             keys=self.keys,
@@ -131,7 +168,8 @@ class Runtime:
             lease=lease,
             writer=writer,
             history=HistoryStore(self.client, self.keys, cid, max_history_size=limit),
-            checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, tid),
+            checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, str(tid)),
+            cancelled_at_start=_as_dict(conv_flat).get("cancel_turn") == tid,
         )
 
     def _checkpoint(self, raw: str, cid: str, tid: str) -> TurnCheckpoint:
@@ -168,3 +206,8 @@ class Runtime:
         if not active:
             self.client.zrem(self.keys.active(), cid)
         return False
+
+
+def _as_dict(flat: list[Any]) -> dict[str, str]:
+    """HGETALL's reply inside a script is a flat list: name, value, name, value..."""
+    return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}

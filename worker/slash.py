@@ -44,7 +44,7 @@ def run_command(leg: Leg, command: SlashCommand, provider: Provider) -> None:
 
 def compact(leg: Leg, provider: Provider) -> int:
     """Asks the model for a summary and records it as a Compaction step; returns steps covered."""
-    window = leg.history.context_window(leg.checkpoint.turn_start)
+    window = leg.context()
     messages = (
         *build_messages(leg.config.system_prompt, window),
         Message(Role.USER, _SUMMARY_INSTRUCTION),
@@ -64,6 +64,7 @@ def compact(leg: Leg, provider: Provider) -> int:
     event = StepEvent(
         conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
     )
+    leg.forget_context()
     leg.writer.write(
         Flush(steps=[step], usage=usage, events=[event], turn_fields=leg.saved_checkpoint())
     )

@@ -14,7 +14,7 @@ from shared.events import (
     StepEvent,
     TurnStatus,
 )
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType
+from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
 from worker.leg import Leg
 from worker.writer import Flush
 
@@ -56,8 +56,18 @@ def error_step(
     )
 
 
-def complete_turn(leg: Leg, extra: list[Step] | None = None) -> ChatResponse:
-    """Appends the Finish step and emits the authoritative Completed value."""
+def complete_turn(
+    leg: Leg,
+    extra: list[Step] | None = None,
+    *,
+    leading: list[EventBase] | None = None,
+    usage: UsageMetadata | None = None,
+) -> ChatResponse:
+    """Appends the Finish step and emits the authoritative Completed value.
+
+    `extra` steps (the final answer, say) and `leading` events (its last deltas) go in
+    the same flush, so the answer and its Completed value are one atomic write.
+    """
     cp = leg.checkpoint
     steps = list(extra or [])
     base = _position(leg)
@@ -74,7 +84,7 @@ def complete_turn(leg: Leg, extra: list[Step] | None = None) -> ChatResponse:
         usage_metadata=cp.usage,
     )
     steps.append(finish)
-    turn_steps = [*leg.history.steps_since(cp.turn_start), *steps]
+    turn_steps = [*leg.turn_steps(), *steps]
     response = ChatResponse(
         turn_id=leg.turn_id,
         text=cp.final_text,
@@ -85,12 +95,13 @@ def complete_turn(leg: Leg, extra: list[Step] | None = None) -> ChatResponse:
         usage_metadata=cp.usage,
         structured_output=cp.structured_output,
     )
-    events: list[EventBase] = [_step_event(leg, s) for s in steps]
+    events: list[EventBase] = [*(leading or []), *(_step_event(leg, s) for s in steps)]
     events.append(CompletedEvent(conversation_id=leg.cid, turn_id=leg.turn_id, response=response))
     turn, conversation = _ending(leg, TurnStatus.COMPLETED, response=response.model_dump_json())
     leg.writer.write(
         Flush(
             steps=steps,
+            usage=usage,
             events=events,
             turn_fields=turn,
             conversation_fields=conversation,

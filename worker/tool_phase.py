@@ -44,19 +44,16 @@ def run_pending_tools(leg: Leg, registry: ToolRegistry) -> bool:
         if leg.cancel_requested():
             return False
         call = leg.checkpoint.pending_calls[0]
-        outcome = _recorded(leg, call) or _decide_and_run(leg, registry, call)
+        outcome = _decide_and_run(leg, registry, call)
         _write_result(leg, call, outcome)
     leg.checkpoint.phase = Phase.CALL_MODEL
     return True
 
 
-def _recorded(leg: Leg, call: ToolCall) -> ToolOutcome | None:
-    if not call.id:
-        return None
+def _recorded(leg: Leg, call: ToolCall) -> ToolOutcome:
+    """The outcome recorded under a call id that was already claimed by an earlier leg."""
     raw = leg.client.hget(leg.keys.tool_results(leg.cid), call.id)
-    if raw is None:
-        return None
-    record = json.loads(raw)
+    record = json.loads(raw) if raw else {"state": "started"}
     if record.get("state") == "started":
         return ToolOutcome(
             ok=False,
@@ -108,31 +105,22 @@ def _enabled(leg: Leg, registry: ToolRegistry) -> list[str]:
 
 
 def _run_once(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOutcome:
-    key = leg.keys.tool_results(leg.cid)
-    if call.id and not leg.client.hsetnx(key, call.id, _STARTED):
-        recorded = _recorded(leg, call)
-        if recorded is not None:
-            return recorded
+    """Claims the call id (HSETNX), then runs the tool; a claimed id is never run again."""
+    if call.id and not leg.client.hsetnx(leg.keys.tool_results(leg.cid), call.id, _STARTED):
+        return _recorded(leg, call)
     context = ToolContext(
         settings=leg.settings, conversation_id=leg.cid, turn_id=leg.turn_id, call_id=call.id
     )
     outcome = registry.execute(call, context)
     leg.checkpoint.tool_calls += 1
-    if call.id:
-        leg.client.hset(
-            key,
-            call.id,
-            json.dumps(
-                {
-                    "state": "done",
-                    "ok": outcome.ok,
-                    "result": outcome.result,
-                    "error": outcome.error,
-                },
-                default=str,
-            ),
-        )
     return outcome
+
+
+def _record(outcome: ToolOutcome) -> str:
+    return json.dumps(
+        {"state": "done", "ok": outcome.ok, "result": outcome.result, "error": outcome.error},
+        default=str,
+    )
 
 
 def result_text(outcome: ToolOutcome) -> str:
@@ -159,4 +147,9 @@ def _write_result(leg: Leg, call: ToolCall, outcome: ToolOutcome) -> None:
     event = StepEvent(
         conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
     )
-    leg.writer.write(Flush(steps=[step], events=[event], turn_fields=leg.saved_checkpoint()))
+    recorded = {call.id: _record(outcome)} if call.id else {}
+    leg.writer.write(
+        Flush(
+            steps=[step], events=[event], turn_fields=leg.saved_checkpoint(), tool_results=recorded
+        )
+    )

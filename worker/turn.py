@@ -193,12 +193,12 @@ class TurnMachine:
         )
 
     def _messages(self) -> tuple[Message, ...]:
-        window = self.leg.history.context_window(self.leg.checkpoint.turn_start)
+        window = self.leg.context()
         return build_messages(self.leg.config.system_prompt, window, prompt=self.leg.turn.prompt)
 
     def _has_earlier_turns(self) -> bool:
         turn_start = self.leg.checkpoint.turn_start
-        window = self.leg.history.context_window(turn_start)
+        window = self.leg.context()
         return any(s.step_index < turn_start and s.type is not StepType.COMPACTION for s in window)
 
     def _stopped(self, streamer: StepStreamer, output: ModelOutput) -> bool:
@@ -250,6 +250,9 @@ class TurnMachine:
         pending = streamer.take_pending()
         if pending is not None:
             events.append(pending)
+        if cp.phase is Phase.FINISH and not cp.failure:
+            complete_turn(leg, [step], leading=events, usage=output.usage)
+            return True
         steps = [step, *extra]
         for offset, s in enumerate(steps):
             s.step_index = streamer.step_index + offset

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.client import Pipeline
 
 from shared.emit import EMIT_LUA, encode_event
 from shared.errors import Conflict
@@ -28,9 +30,10 @@ from shared.steps import USAGE_FIELDS, Step, UsageMetadata
 
 __all__ = ["Flush", "LeaseLost", "Writer"]
 
-# KEYS: lease, conv, turn, events, then the five history keys
+# KEYS: lease, conv, turn, events, the five history keys, tool results, notification
 # ARGV: token, turn id, maxlen, ttl_ms, channel, channel_all, cid, new status ('' = unchanged),
-#       n turn fields, pairs..., n conv fields, pairs..., n events, json..., history args...
+#       then field pairs for the turn, the conversation, tool results and the notification
+#       (each: count, name, value, ...), n events, json..., history args...
 # A new status becomes 'closed' when the conversation was closed meanwhile; its status
 # event is emitted here, after the flush's own events.
 _FLUSH = LuaScript(
@@ -47,6 +50,8 @@ local function set_pairs(key)
 end
 set_pairs(KEYS[3])
 set_pairs(KEYS[2])
+set_pairs(KEYS[10])
+set_pairs(KEYS[11])
 local n = tonumber(ARGV[at]); at = at + 1
 local channels = {ARGV[5], ARGV[6]}
 local ids = {}
@@ -85,6 +90,12 @@ class Flush:
     turn_fields: dict[str, Any] = field(default_factory=dict)
     conversation_fields: dict[str, Any] = field(default_factory=dict)
     status: ConversationStatus | None = None
+    tool_results: dict[str, str] = field(default_factory=dict)
+    notification_key: str = ""
+    notification_fields: dict[str, Any] = field(default_factory=dict)
+    # Commands on keys outside the conversation's slot, sent in the same round trip
+    # (after the script; see docs/architecture.md on what that guarantees).
+    global_commands: list[Callable[[Pipeline], object]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,8 @@ class Writer:
         self.max_history_size = max_history_size
         self.model = model
         self._keys = keys
+        self.cancel_seen = False  # an abort of this turn was reported by a flush
+        self.written: list[Step] = []  # steps this writer appended, in order
         self._script_keys = [
             keys.lease(cid),
             keys.conversation(cid),
@@ -127,12 +140,26 @@ class Writer:
             keys.turn_starts(cid),
             keys.compactions(cid),
             keys.usage(cid),
+            keys.tool_results(cid),
         ]
         self.round_trips = 0
         self.next_position = 0  # absolute history position of the next step; set by the leg
 
     def write(self, flush: Flush) -> FlushResult:
-        args = [
+        keys = [*self._script_keys, flush.notification_key or self._script_keys[2]]
+        with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
+            reply = self._send(keys, self._args(flush), flush)
+        self.round_trips += 1
+        if reply[0] == "fenced":
+            raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
+        self.next_position = int(reply[1]) + len(flush.steps)
+        self.written += flush.steps
+        result = FlushResult(int(reply[1]), reply[2] == 1, list(reply[3]))
+        self.cancel_seen = self.cancel_seen or result.cancel_requested
+        return result
+
+    def _args(self, flush: Flush) -> list[Any]:
+        args: list[Any] = [
             self.token,
             self.turn_id,
             self.settings.stream_maxlen,
@@ -142,27 +169,31 @@ class Writer:
             self.cid,
             flush.status.value if flush.status else "",
         ]
-        args += _pairs(flush.turn_fields) + _pairs(flush.conversation_fields)
+        for fields in (
+            flush.turn_fields,
+            flush.conversation_fields,
+            flush.tool_results,
+            flush.notification_fields,
+        ):
+            args += _pairs(fields)
         args += [len(flush.events), *(encode_event(e) for e in flush.events)]
         args += history_args(
             flush.steps, self.max_history_size, usage=flush.usage, start_turn=flush.start_turn
         )
-        with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
-            reply = self._send(args, flush.usage)
-        self.round_trips += 1
-        if reply[0] == "fenced":
-            raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
-        self.next_position = int(reply[1]) + len(flush.steps)
-        return FlushResult(int(reply[1]), reply[2] == 1, list(reply[3]))
+        return args
 
-    def _send(self, args: list[Any], usage: UsageMetadata | None) -> Any:
-        if usage is None or usage.is_zero():
-            return _FLUSH(self.client, self._script_keys, args)
+    def _send(self, keys: list[str], args: list[Any], flush: Flush) -> Any:
+        usage = flush.usage if flush.usage is not None and not flush.usage.is_zero() else None
+        if usage is None and not flush.global_commands:
+            return _FLUSH(self.client, keys, args)
         with self.client.pipeline(transaction=False) as pipe:
-            _FLUSH(pipe, self._script_keys, args)
-            day_key = self._keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
-            for name in USAGE_FIELDS:
-                pipe.hincrby(day_key, f"{self.model}:{name}", getattr(usage, name))
+            _FLUSH(pipe, keys, args)
+            if usage is not None:
+                day_key = self._keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
+                for name in USAGE_FIELDS:
+                    pipe.hincrby(day_key, f"{self.model}:{name}", getattr(usage, name))
+            for command in flush.global_commands:
+                command(pipe)
             return pipe.execute()[0]
 
 

@@ -1,0 +1,79 @@
+"""What the benchmarks share: a private Redis, round-trip counting, percentiles, the report file."""
+
+from __future__ import annotations
+
+import platform
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+class CountingConnection(redis.Connection):
+    """Counts packets sent: one per command, one per pipeline, that is one per round trip."""
+
+    sent = 0
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        CountingConnection.sent += 1
+        super().send_packed_command(command, check_health)
+
+
+def counting_client(url: str) -> redis.Redis:
+    pool = redis.ConnectionPool.from_url(
+        url, connection_class=CountingConnection, decode_responses=True
+    )
+    return redis.Redis(connection_pool=pool)
+
+
+def round_trips(action: Callable[[], object]) -> int:
+    before = CountingConnection.sent
+    action()
+    return CountingConnection.sent - before
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def machine() -> str:
+    return f"{platform.machine()}, Python {platform.python_version()}, {platform.system()}"
+
+
+def write_section(name: str, body: str) -> None:
+    """Replaces the section between this benchmark's markers (adding it if new)."""
+    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    block = f"{begin}\n{body.strip()}\n{end}"
+    text = REPORT.read_text() if REPORT.exists() else _HEADER
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.DOTALL)
+    text = (
+        pattern.sub(lambda _: block, text)
+        if pattern.search(text)
+        else text.rstrip() + "\n\n" + block + "\n"
+    )
+    REPORT.write_text(text)
+
+
+_HEADER = """# Benchmarks
+
+Measured by `make bench` (that is `.venv/bin/python -m bench`; one benchmark: `python -m bench history`).
+Each figure is a ratio against a baseline measured in the same run on the same machine, because these
+machines are noisy; absolute numbers are given for scale only. Every section is rewritten by its run.
+"""

@@ -1,0 +1,160 @@
+"""One-turn conversations per second against bare Celery no-op tasks, same Redis, pool and concurrency."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import redis
+
+from bench.common import machine, write_section
+from shared.chunks import filter_chunks
+from shared.client import Client
+from shared.embedded_redis import EmbeddedRedis
+from shared.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+TURNS = 400
+CONCURRENCY = 8
+PROMPT = (
+    "Please compute the product of six and seven for the quarterly report, double check it with "
+    "the calculator tool, and then tell me the result in one short sentence that I can paste "
+    'into the summary. call calculator {"expression": "6*7"}'
+)
+
+
+def _start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while "ready." not in log.read_text(errors="replace"):
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError(log.read_text())
+        time.sleep(0.1)
+    return process
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def _bare_celery(env: dict[str, str], logs: Path) -> float:
+    worker = _start(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "bench.noop_app",
+            "worker",
+            "--pool=threads",
+            f"--concurrency={CONCURRENCY}",
+            "-Q",
+            "bench.noop",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel=INFO",
+        ],
+        env,
+        logs / "noop.log",
+    )
+    try:
+        from bench import noop_app
+
+        key = f"bench:noop:{uuid.uuid4().hex}"
+        counter = redis.Redis.from_url(env["SIGNOFF_REDIS_URL"])
+        started = time.perf_counter()
+        for _ in range(TURNS):
+            noop_app.noop.delay(key)
+        while int(counter.get(key) or 0) < TURNS:
+            time.sleep(0.005)
+        return TURNS / (time.perf_counter() - started)
+    finally:
+        _stop(worker)
+
+
+def _signoff(env: dict[str, str], logs: Path, flush_ms: int) -> tuple[float, float, float]:
+    worker_env = {
+        **env,
+        "SIGNOFF_WORKER_CONCURRENCY": str(CONCURRENCY),
+        "SIGNOFF_FLUSH_INTERVAL_MS": str(flush_ms),
+        "SIGNOFF_KEY_PREFIX": f"tp{flush_ms}",
+    }
+    worker = _start(
+        [sys.executable, "-m", "worker", "worker"], worker_env, logs / f"signoff{flush_ms}.log"
+    )
+    try:
+        settings = Settings(redis_url=env["SIGNOFF_REDIS_URL"], key_prefix=f"tp{flush_ms}")
+        with Client(settings) as client:
+            conversations = [client.new_conversation(allow_all=True) for _ in range(TURNS)]
+            started = time.perf_counter()
+            turns = [(c, c.send(PROMPT)) for c in conversations]
+            responses = [c.wait_for_turn(t, timeout=300) for c, t in turns]
+            rate = TURNS / (time.perf_counter() - started)
+            events = client.events.after(conversations[0].conversation_id, count=10_000)
+            steps = [e.step for e in events if e.kind == "step"]  # type: ignore[attr-defined]
+            chunks = len(filter_chunks(steps))
+        assert all("42" in r.text for r in responses)
+        usage = responses[0].usage_metadata
+        tokens = usage.candidates_token_count + usage.thoughts_token_count if usage else 0
+        return rate, chunks, tokens
+    finally:
+        _stop(worker)
+
+
+def run() -> dict[str, float]:
+    logs = Path("/tmp") / f"signoff-bench-{uuid.uuid4().hex[:6]}"
+    logs.mkdir()
+    with EmbeddedRedis() as server:
+        env = {
+            "SIGNOFF_REDIS_URL": server.url,
+            "SIGNOFF_SCRIPTED_TOKEN_DELAY_MS": "0",
+            "PYTHONPATH": str(ROOT),
+        }
+        os.environ.update(env)
+        bare = _bare_celery(env, logs)
+        coalesced, chunks, tokens = _signoff(env, logs, 20)
+        per_delta, delta_chunks, _ = _signoff(env, logs, 0)
+    ratio, ratio_each = coalesced / bare, per_delta / bare
+    write_section(
+        "throughput",
+        f"""
+## Throughput: one-turn conversations against bare Celery (`python -m bench throughput`)
+
+{TURNS} one-turn conversations on the scripted model at zero delay, each: one auto-run tool call, two
+model calls streaming {tokens:.0f} token deltas, history, usage and the Completed value written. Against
+{TURNS} bare Celery no-op tasks (each counts itself in Redis so completion can be seen). Same private
+redis-server, thread pool, concurrency {CONCURRENCY}, measured one after the other in the same run, the
+client in the same machine. Machine: {machine()}.
+
+| workload | per second | ratio to bare Celery |
+|---|---|---|
+| bare Celery no-op tasks (baseline) | {bare:.0f} | 1.00 |
+| Signoff, deltas coalesced over 20 ms (the default; {chunks:.0f} chunks reach a reader) | {coalesced:.0f} | **{ratio:.2f}** |
+| Signoff, every delta flushed alone (`SIGNOFF_FLUSH_INTERVAL_MS=0`; {delta_chunks:.0f} chunks) | {per_delta:.0f} | {ratio_each:.2f} |
+
+Target: at least 0.5 of bare Celery's tasks per second with the default settings.
+""",
+    )
+    return {
+        "bare_per_s": bare,
+        "signoff_per_s": coalesced,
+        "ratio": ratio,
+        "ratio_unbatched": ratio_each,
+        "chunks": chunks,
+        "tokens": tokens,
+    }
+
+
+if __name__ == "__main__":
+    print(run())
