@@ -63,7 +63,9 @@ def _recorded(leg: Leg, call: ToolCall) -> ToolOutcome:
                 "its effect is unknown"
             ),
         )
-    return ToolOutcome(ok=record["ok"], result=record.get("result"), error=record.get("error", ""))
+    return ToolOutcome(
+        ok=bool(record["ok"]), result=record.get("result"), error=str(record.get("error", ""))
+    )
 
 
 def _decide_and_run(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOutcome:
