@@ -1,0 +1,44 @@
+"""Signoff's shared package: models, settings, stores and clients used by workers and the web."""
+
+from __future__ import annotations
+
+from shared.async_client import AsyncClient, AsyncConversation
+from shared.chunks import StreamChunk, Text, Thought, ToolCallChunk
+from shared.client import Client, Conversation
+from shared.config import ConversationConfig, ToolPolicy, ToolSelection, TurnLimits
+from shared.content import Content, Media, SlashCommand, TextPart
+from shared.events import ChatResponse, ConversationStatus, TurnStatus
+from shared.settings import DoubleTextPolicy, Settings, load_settings
+from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, UsageMetadata
+
+__all__ = [
+    "AsyncClient",
+    "AsyncConversation",
+    "ChatResponse",
+    "Client",
+    "Content",
+    "Conversation",
+    "ConversationConfig",
+    "ConversationStatus",
+    "DoubleTextPolicy",
+    "Media",
+    "Settings",
+    "SlashCommand",
+    "Step",
+    "StepSource",
+    "StepStatus",
+    "StepTarget",
+    "StepType",
+    "StreamChunk",
+    "Text",
+    "TextPart",
+    "Thought",
+    "ToolCall",
+    "ToolCallChunk",
+    "ToolPolicy",
+    "ToolSelection",
+    "TurnLimits",
+    "TurnStatus",
+    "UsageMetadata",
+    "load_settings",
+]

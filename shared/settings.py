@@ -175,3 +175,20 @@ def load_settings(**overrides: object) -> Settings:
             for err in exc.errors()
         )
         raise SettingsError(f"invalid settings: {problems}") from exc
+
+
+def settings_table() -> str:
+    """The README's configuration table, generated from the fields above."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        if isinstance(default, SecretStr):
+            default = "(empty)" if not default.get_secret_value() else "(set)"
+        elif isinstance(default, Enum):
+            default = default.value
+        elif isinstance(default, frozenset):
+            default = ", ".join(sorted(default))
+        elif default == ():
+            default = "(none)"
+        rows.append(f"| `{ENV_PREFIX}{name.upper()}` | `{default}` | {field.description or ''} |")
+    return "\n".join(rows)
