@@ -13,15 +13,18 @@ from typing import Any
 
 import redis
 
+from shared.approvals import Notification, Resolution
 from shared.chunks import StreamChunk
 from shared.config import ConversationConfig, ToolPolicy, ToolSelection, TurnLimits
 from shared.content import Content, ContentPart
 from shared.conversations import ConversationRecord, ConversationStore
-from shared.errors import Conflict
+from shared.errors import Conflict, NotFound
 from shared.event_log import EventLog
 from shared.events import ChatResponse, ConversationStatus, EventBase
 from shared.history import HistorySnapshot, HistoryStore
 from shared.keys import KeySpace
+from shared.notification_stream import NotificationReceiver
+from shared.notifications import NotificationStore
 from shared.redis_client import connect
 from shared.schema import check_schema
 from shared.settings import DoubleTextPolicy, Settings, load_settings
@@ -49,6 +52,7 @@ class Client:
         self.store = ConversationStore(self.redis, self.keys, self.settings)
         self.events = EventLog(self.redis, self.keys)
         self.tasks = TaskSender(self.settings)
+        self.notifications = NotificationStore(self.redis, self.keys, self.settings, self.tasks)
 
     def new_conversation(
         self,
@@ -68,6 +72,8 @@ class Client:
         conversation_id: str | None = None,
         metadata: dict[str, str] | None = None,
         compaction_token_budget: int | None = None,
+        approval_timeout_s: int | None = None,
+        batch_id: str | None = None,
     ) -> Conversation:
         """Creates a conversation; every option defaults from settings."""
         if response_schema is not None:
@@ -93,6 +99,8 @@ class Client:
             limits=limits,
             metadata=metadata,
             compaction_token_budget=compaction_token_budget,
+            approval_timeout_s=approval_timeout_s,
+            batch_id=batch_id,
         )
         return self.create(config, conversation_id=conversation_id)
 
@@ -105,6 +113,25 @@ class Client:
         """A handle on an existing conversation (NotFound when there is none)."""
         self.store.get(conversation_id)
         return Conversation(self, conversation_id)
+
+    def notification_stream(
+        self, *, group: str = "operators", consumer: str | None = None, min_idle_ms: int = 30_000
+    ) -> NotificationReceiver:
+        """Every conversation's notifications, exclusive within `group`, at least once."""
+        return NotificationReceiver(
+            self.redis,
+            self.notifications,
+            self.keys.notification_stream(),
+            group=group,
+            consumer=consumer,
+            min_idle_ms=min_idle_ms,
+        )
+
+    def resolve_notification(
+        self, notification_id: str, resolution: Resolution | dict[str, Any], *, actor: str
+    ) -> Notification:
+        """Allow, Deny or Submit by exact id; the first resolution wins (later ones: Conflict)."""
+        return self.notifications.resolve(notification_id, resolution, actor=actor)
 
     def close(self) -> None:
         self.tasks.close()
@@ -302,3 +329,37 @@ class Conversation:
     @property
     def status(self) -> ConversationStatus:
         return self.record().status
+
+    # Notifications
+
+    def pending_notifications(self) -> list[Notification]:
+        return self.client.notifications.pending(conversation_id=self.conversation_id)
+
+    def resolve_notification(
+        self,
+        notification_id: str,
+        resolution: Resolution | dict[str, Any],
+        *,
+        actor: str = "client",
+    ) -> Notification:
+        """Resolves one of this conversation's notifications by its exact id."""
+        note = self.client.notifications.get(notification_id)
+        if note.conversation_id != self.conversation_id:
+            raise NotFound(
+                f"notification {notification_id} is not part of conversation {self.conversation_id}"
+            )
+        return self.client.notifications.resolve(notification_id, resolution, actor=actor)
+
+    def notification_stream(
+        self, *, group: str = "default", consumer: str | None = None, min_idle_ms: int = 30_000
+    ) -> NotificationReceiver:
+        """This conversation's notifications: exclusive within `group`, durable, at least once."""
+        stream = self.client.keys.conversation_notifications(self.conversation_id)
+        return NotificationReceiver(
+            self.client.redis,
+            self.client.notifications,
+            stream,
+            group=group,
+            consumer=consumer,
+            min_idle_ms=min_idle_ms,
+        )

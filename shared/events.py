@@ -83,6 +83,7 @@ class NotificationEvent(EventBase):
     kind: Literal["notification"] = "notification"
     notification_id: str
     notification_kind: str = "interaction"
+    status: str = "pending"
     title: str = ""
 
 

@@ -102,16 +102,40 @@ class KeySpace:
         return f"{self.prefix}:live"
 
     def notification(self, nid: str) -> str:
-        return f"{self.prefix}:notification:{check_id(nid, 'notification id')}"
+        """HASH of one notification, in its conversation's slot (ids are ``<cid>.<suffix>``)."""
+        cid, _, suffix = check_id(nid, "notification id").rpartition(".")
+        if not cid or not suffix:
+            raise InvalidInput(
+                f"notification id {nid!r} is not of the form <conversation>.<suffix>"
+            )
+        return self._conv(cid, f"notification:{suffix}")
 
-    def pending_notifications(self) -> str:
-        """ZSET of pending notification ids by deadline."""
+    def conversation_notifications(self, cid: str) -> str:
+        """STREAM delivering this conversation's notifications (consumer groups read it)."""
+        return self._conv(cid, "notifications")
+
+    def notifications_pending(self) -> str:
+        """ZSET of pending notification ids by creation time: the inbox, oldest first."""
         return f"{self.prefix}:notifications:pending"
 
+    def notifications_pending_by(self, facet: str, value: str) -> str:
+        """ZSET of pending ids by creation time for one tool (`tool`) or one batch (`batch`)."""
+        return f"{self.prefix}:notifications:pending:{facet}:{value}"
+
+    def notification_deadlines(self) -> str:
+        """ZSET of pending ids by expiry time, for the sweeper."""
+        return f"{self.prefix}:notifications:deadlines"
+
+    def notifications_all(self) -> str:
+        """ZSET of every notification id by creation time."""
+        return f"{self.prefix}:notifications:all"
+
     def notification_stream(self) -> str:
+        """STREAM delivering every conversation's notifications."""
         return f"{self.prefix}:notifications:stream"
 
     def audit(self) -> str:
+        """STREAM of resolutions: who, when, what, arguments before and after."""
         return f"{self.prefix}:audit"
 
     def usage_by_day(self, day: str) -> str:

@@ -34,3 +34,4 @@ class TurnCheckpoint(BaseModel):
     final_text: str = ""
     structured_output: object = None
     failure: str = ""  # set when the turn must end failed (invalid structured output)
+    approvals: dict[str, str] = Field(default_factory=dict)  # call id -> notification id

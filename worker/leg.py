@@ -35,6 +35,7 @@ class Leg:
     checkpoint: TurnCheckpoint
     started: float = field(default_factory=time.monotonic)
     cancelled_at_start: bool = False
+    flags: dict[str, str] = field(default_factory=dict)  # the conversation's hash, as claimed
     _window: list[Step] | None = None
     _window_base: int = 0
 

@@ -14,12 +14,14 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
+from shared.approvals import NotificationStatus
 from shared.conversations import ConversationStore
 from shared.errors import CorruptRecord
 from shared.events import ConversationStatus
 from shared.history import HistoryStore
 from shared.keys import KeySpace
 from shared.lua import LuaScript
+from shared.notifications import NotificationStore
 from shared.redis_client import storage_errors
 from shared.settings import Settings
 from worker.checkpoint import TurnCheckpoint
@@ -87,6 +89,7 @@ class Runtime:
         self.registry = registry or default_registry(settings)
         self.providers = providers or ProviderFactory(settings)
         self.conversations = ConversationStore(client, self.keys, settings)
+        self.notifications = NotificationStore(client, self.keys, settings)
 
     def advance(self, cid: str) -> str:
         """One leg for conversation `cid`; returns what happened, for logs and tests."""
@@ -138,8 +141,12 @@ class Runtime:
 
     def _leg(self, cid: str, claim: list[Any], lease: Lease) -> Leg | None:
         _, _, tid, conv_flat, turn_flat, appended, queued = claim
-        record = self.conversations.parse_get(cid, [_as_dict(conv_flat), queued])
-        if record.status is ConversationStatus.WAITING_FOR_USER:
+        flags = _as_dict(conv_flat)
+        record = self.conversations.parse_get(cid, [flags, queued])
+        cancelled = flags.get("cancel_turn") == tid
+        if record.status is ConversationStatus.WAITING_FOR_USER and not self._resumable(
+            flags, cancelled
+        ):
             return None
         turn = self.conversations.parse_turn(cid, str(tid), _as_dict(turn_flat))
         config = record.config
@@ -169,8 +176,19 @@ class Runtime:
             writer=writer,
             history=HistoryStore(self.client, self.keys, cid, max_history_size=limit),
             checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, str(tid)),
-            cancelled_at_start=_as_dict(conv_flat).get("cancel_turn") == tid,
+            cancelled_at_start=cancelled,
+            flags=flags,
         )
+
+    def _resumable(self, flags: dict[str, str], cancelled: bool) -> bool:
+        """A parked turn goes on once its notification is settled, or when it is aborted."""
+        nid = flags.get("parked_on", "")
+        if not nid:
+            return True
+        if cancelled:
+            self.notifications.cancel(nid)
+            return True
+        return self.notifications.get(nid).status is not NotificationStatus.PENDING
 
     def _checkpoint(self, raw: str, cid: str, tid: str) -> TurnCheckpoint:
         if not raw:
@@ -181,7 +199,13 @@ class Runtime:
             raise CorruptRecord(f"checkpoint of {self.keys.turn(cid, tid)} does not parse") from exc
 
     def sweep(self) -> list[str]:
-        """Re-sends `advance` for conversations with work but no lease (a worker died)."""
+        """Expires overdue notifications, and re-sends `advance` where work has no worker.
+
+        That covers a worker that died mid-turn (its lease expired) and a resolution
+        whose `advance` was lost (its process died between the two).
+        """
+        for nid in self.notifications.expire_due():
+            self.send_advance(nid.rpartition(".")[0])
         resent = []
         with storage_errors("sweeping active conversations"):
             active = [str(cid) for cid in self.client.zrange(self.keys.active(), 0, -1)]
@@ -194,12 +218,14 @@ class Runtime:
     def _needs_leg(self, cid: str) -> bool:
         with self.client.pipeline(transaction=True) as pipe:
             pipe.exists(self.keys.lease(cid))
-            pipe.hmget(self.keys.conversation(cid), "active_turn", "status")
+            pipe.hmget(self.keys.conversation(cid), "active_turn", "status", "parked_on")
             pipe.llen(self.keys.inbox(cid))
-            leased, (active, status), queued = pipe.execute()
+            leased, (active, status, parked_on), queued = pipe.execute()
         if leased:
             return False
-        if active and status != ConversationStatus.WAITING_FOR_USER.value:
+        if active and status == ConversationStatus.WAITING_FOR_USER.value:
+            return self._resumable({"parked_on": parked_on or ""}, cancelled=False)
+        if active:
             return True
         if not active and queued:
             return True

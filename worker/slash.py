@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from shared.approvals import PassiveEvent
 from shared.content import SlashCommand
 from shared.events import StepEvent
 from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
 from worker.context import build_messages
 from worker.leg import Leg
 from worker.providers.base import Message, ModelRequest, Provider, Role, TextDelta, UsageEvent
-from worker.terminal import complete_turn, fail_turn
+from worker.terminal import complete_turn, fail_turn, passive
 from worker.writer import Flush
 
 __all__ = ["COMMANDS", "compact", "run_command"]
@@ -65,8 +66,15 @@ def compact(leg: Leg, provider: Provider) -> int:
         conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
     )
     leg.forget_context()
+    notice = passive(leg, PassiveEvent.COMPACTION, f"History compacted ({len(window)} steps)")
     leg.writer.write(
-        Flush(steps=[step], usage=usage, events=[event], turn_fields=leg.saved_checkpoint())
+        Flush(
+            deliveries=[notice],
+            steps=[step],
+            usage=usage,
+            events=[event],
+            turn_fields=leg.saved_checkpoint(),
+        )
     )
     return len(window)
 

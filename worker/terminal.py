@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from shared.approvals import PassiveEvent
 from shared.events import (
     CancelledEvent,
     ChatResponse,
@@ -35,7 +36,12 @@ def _ending(
     leg: Leg, status: TurnStatus, **turn_fields: object
 ) -> tuple[dict[str, object], dict[str, object]]:
     turn = {"status": status.value, "finished_at": time.time(), "checkpoint": "", **turn_fields}
-    conversation = {"active_turn": "", "cancel_turn": "", "updated_at": time.time()}
+    conversation = {
+        "active_turn": "",
+        "cancel_turn": "",
+        "parked_on": "",
+        "updated_at": time.time(),
+    }
     return turn, conversation
 
 
@@ -103,6 +109,7 @@ def complete_turn(
             steps=steps,
             usage=usage,
             events=events,
+            deliveries=[passive(leg, PassiveEvent.TURN_COMPLETED, "Turn completed")],
             turn_fields=turn,
             conversation_fields=conversation,
             status=ConversationStatus.IDLE,
@@ -129,6 +136,7 @@ def fail_turn(
     turn, conversation = _ending(leg, TurnStatus.FAILED, error=message)
     leg.writer.write(
         Flush(
+            deliveries=[passive(leg, PassiveEvent.TURN_FAILED, f"Turn failed: {message[:200]}")],
             steps=steps,
             events=events,
             turn_fields=turn,
@@ -154,6 +162,18 @@ def cancel_turn(leg: Leg, *, partial: Step | None = None, reason: str = "aborted
             status=ConversationStatus.IDLE,
         )
     )
+
+
+def passive(leg: Leg, event: PassiveEvent, title: str) -> dict[str, str]:
+    """A passive notification's delivery: it informs and needs no decision."""
+    return {
+        "notification_id": f"{leg.cid}.{leg.turn_id}-{event.value}",
+        "kind": "passive",
+        "conversation_id": leg.cid,
+        "turn_id": leg.turn_id,
+        "event": event.value,
+        "title": title,
+    }
 
 
 def _renumber(leg: Leg, steps: list[Step]) -> None:

@@ -9,19 +9,28 @@ while it ran) is reported to the model instead of being run a second time.
 from __future__ import annotations
 
 import json
+from enum import Enum
 from typing import Any
 
 from shared.config import ToolPolicy
-from shared.events import StepEvent
+from shared.events import ConversationStatus, StepEvent, TurnStatus
 from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from worker.approval import Decision, decision_for, park
 from worker.checkpoint import Phase
 from worker.leg import Leg
 from worker.tools import ToolContext, ToolOutcome, ToolRegistry
+from worker.tools.ask_operator import ASK_OPERATOR
 from worker.writer import Flush
 
-__all__ = ["policy_for", "run_pending_tools"]
+__all__ = ["ToolPhase", "policy_for", "run_pending_tools"]
 
 _STARTED = json.dumps({"state": "started"})
+
+
+class ToolPhase(str, Enum):
+    DONE = "done"
+    CANCELLED = "cancelled"
+    PARKED = "parked"
 
 
 def policy_for(leg: Leg, registry: ToolRegistry, name: str) -> ToolPolicy | None:
@@ -31,23 +40,51 @@ def policy_for(leg: Leg, registry: ToolRegistry, name: str) -> ToolPolicy | None
         return None
     if name not in registry.names():
         return None
-    if config.allow_all:
+    if name == ASK_OPERATOR:
+        return ToolPolicy.ASK  # a question for a person is never answered automatically
+    if config.allow_all or leg.flags.get(f"allow:{name}") == "1":
         return ToolPolicy.AUTO
     if config.tools is not None:
         return config.tools[name]
     return registry.get(name).policy
 
 
-def run_pending_tools(leg: Leg, registry: ToolRegistry) -> bool:
-    """Runs (or reuses) each pending call; returns False when the turn was cancelled."""
+def run_pending_tools(leg: Leg, registry: ToolRegistry) -> ToolPhase:
+    """Runs (or reuses) each pending call, parking on the first that needs a person."""
     while leg.checkpoint.pending_calls:
         if leg.cancel_requested():
-            return False
+            return ToolPhase.CANCELLED
         call = leg.checkpoint.pending_calls[0]
-        outcome = _decide_and_run(leg, registry, call)
-        _write_result(leg, call, outcome)
+        decision = decision_for(leg, call)
+        if decision is None and _needs_person(leg, registry, call):
+            park(leg, registry, call)
+            return ToolPhase.PARKED
+        if decision is None:
+            _write_result(leg, call, _decide_and_run(leg, registry, call))
+        else:
+            _write_decided(leg, registry, call, decision)
     leg.checkpoint.phase = Phase.CALL_MODEL
-    return True
+    return ToolPhase.DONE
+
+
+def _needs_person(leg: Leg, registry: ToolRegistry, call: ToolCall) -> bool:
+    within_limit = leg.checkpoint.tool_calls < leg.config.limits.max_tool_calls
+    return within_limit and policy_for(leg, registry, call.name) is ToolPolicy.ASK
+
+
+def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: Decision) -> None:
+    """Continues a parked call with the operator's decision, back in status running."""
+    outcome = decision.outcome
+    if outcome is None:
+        assert decision.run_with is not None
+        outcome = _run_once(leg, registry, decision.run_with)
+    conversation = {"parked_on": ""}
+    if decision.sticky:
+        conversation[f"allow:{call.name}"] = "1"
+        leg.flags[f"allow:{call.name}"] = "1"
+    _write_result(
+        leg, decision.run_with or call, outcome, denied=decision.denied, resumed=conversation
+    )
 
 
 def _recorded(leg: Leg, call: ToolCall) -> ToolOutcome:
@@ -91,14 +128,6 @@ def _decide_and_run(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOut
         )
     if policy is ToolPolicy.DENY:
         return ToolOutcome(ok=False, result=None, error=f"tool {call.name!r} is denied by policy")
-    if policy is ToolPolicy.ASK:
-        return ToolOutcome(
-            ok=False,
-            result=None,
-            error=(
-                f"tool {call.name!r} needs an operator's approval, and approvals are not enabled"
-            ),
-        )
     return _run_once(leg, registry, call)
 
 
@@ -125,21 +154,33 @@ def _record(outcome: ToolOutcome) -> str:
     )
 
 
-def result_text(outcome: ToolOutcome) -> str:
-    """What the model reads as the tool's result."""
-    payload: Any = {"result": outcome.result} if outcome.ok else {"error": outcome.error}
+def result_text(outcome: ToolOutcome, *, denied: bool = False) -> str:
+    """What the model reads as the tool's result (or why there is none)."""
+    if denied:
+        payload: Any = {"denied": outcome.error}
+    else:
+        payload = {"result": outcome.result} if outcome.ok else {"error": outcome.error}
     return json.dumps(payload, default=str, ensure_ascii=False)
 
 
-def _write_result(leg: Leg, call: ToolCall, outcome: ToolOutcome) -> None:
+def _write_result(
+    leg: Leg,
+    call: ToolCall,
+    outcome: ToolOutcome,
+    *,
+    denied: bool = False,
+    resumed: dict[str, str] | None = None,
+) -> None:
     step = Step(
         id=f"{call.id or leg.turn_id}-result",
         step_index=leg.writer.next_position,
         type=StepType.TOOL_RESULT,
         source=StepSource.SYSTEM,
         target=StepTarget.ENVIRONMENT,
-        status=StepStatus.DONE if outcome.ok else StepStatus.ERROR,
-        content=result_text(outcome),
+        status=StepStatus.CANCELED
+        if denied
+        else (StepStatus.DONE if outcome.ok else StepStatus.ERROR),
+        content=result_text(outcome, denied=denied),
         tool_calls=[call],
         error="" if outcome.ok else outcome.error,
     )
@@ -150,8 +191,11 @@ def _write_result(leg: Leg, call: ToolCall, outcome: ToolOutcome) -> None:
         conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
     )
     recorded = {call.id: _record(outcome)} if call.id else {}
-    leg.writer.write(
-        Flush(
-            steps=[step], events=[event], turn_fields=leg.saved_checkpoint(), tool_results=recorded
-        )
+    flush = Flush(
+        steps=[step], events=[event], turn_fields=leg.saved_checkpoint(), tool_results=recorded
     )
+    if resumed is not None:
+        flush.turn_fields["status"] = TurnStatus.RUNNING.value
+        flush.conversation_fields = resumed
+        flush.status = ConversationStatus.RUNNING
+    leg.writer.write(flush)

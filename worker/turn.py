@@ -24,7 +24,7 @@ from worker.providers.registry import ProviderFactory
 from worker.slash import compact, run_command
 from worker.streaming import ModelOutput, StepStreamer
 from worker.terminal import cancel_turn, complete_turn, fail_turn
-from worker.tool_phase import policy_for, run_pending_tools
+from worker.tool_phase import ToolPhase, policy_for, run_pending_tools
 from worker.tools import ToolRegistry
 from worker.writer import Flush, LeaseLost
 
@@ -59,8 +59,11 @@ class TurnMachine:
             if leg.slice_used():
                 leg.writer.write(Flush(turn_fields=leg.saved_checkpoint()))
                 return LegOutcome.YIELDED
-            if self._advance_phase():
-                return LegOutcome.FINISHED
+            try:
+                if self._advance_phase():
+                    return LegOutcome.FINISHED
+            except _Parked:
+                return LegOutcome.PARKED
 
     def _advance_phase(self) -> bool:
         """Runs the current phase; True when the turn has ended."""
@@ -72,9 +75,12 @@ class TurnMachine:
         if phase is Phase.CALL_MODEL:
             return self._call_model()
         if phase is Phase.RUN_TOOLS:
-            if not run_pending_tools(self.leg, self.registry):
+            result = run_pending_tools(self.leg, self.registry)
+            if result is ToolPhase.CANCELLED:
                 cancel_turn(self.leg)
                 return True
+            if result is ToolPhase.PARKED:
+                raise _Parked
             return False
         return self._after_response()
 
@@ -325,3 +331,7 @@ class TurnMachine:
         else:
             complete_turn(self.leg)
         return True
+
+
+class _Parked(Exception):
+    """Ends the leg: the turn waits for a person."""

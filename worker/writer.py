@@ -30,10 +30,12 @@ from shared.steps import USAGE_FIELDS, Step, UsageMetadata
 
 __all__ = ["Flush", "LeaseLost", "Writer"]
 
-# KEYS: lease, conv, turn, events, the five history keys, tool results, notification
+# KEYS: lease, conv, turn, events, the five history keys, tool results, notification,
+#       the conversation's notification delivery stream
 # ARGV: token, turn id, maxlen, ttl_ms, channel, channel_all, cid, new status ('' = unchanged),
 #       then field pairs for the turn, the conversation, tool results and the notification
-#       (each: count, name, value, ...), n events, json..., history args...
+#       (each: count, name, value, ...), n events, json..., n deliveries, then per delivery
+#       a count of pairs and the pairs, history args...
 # A new status becomes 'closed' when the conversation was closed meanwhile; its status
 # event is emitted here, after the flush's own events.
 _FLUSH = LuaScript(
@@ -57,6 +59,14 @@ local channels = {ARGV[5], ARGV[6]}
 local ids = {}
 local first_event = at
 at = at + n
+local deliveries = tonumber(ARGV[at]); at = at + 1
+for _ = 1, deliveries do
+  local pairs_count = tonumber(ARGV[at]); at = at + 1
+  local entry = {}
+  for j = 0, 2 * pairs_count - 1 do entry[#entry + 1] = ARGV[at + j] end
+  at = at + 2 * pairs_count
+  redis.call('XADD', KEYS[12], 'MAXLEN', '~', ARGV[3], '*', unpack(entry))
+end
 local written = history_write({KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}, ARGV, at)
 for j = 0, n - 1 do
   ids[#ids + 1] = emit(KEYS[4], ARGV[3], ARGV[4], channels, ARGV[first_event + j])
@@ -93,6 +103,9 @@ class Flush:
     tool_results: dict[str, str] = field(default_factory=dict)
     notification_key: str = ""
     notification_fields: dict[str, Any] = field(default_factory=dict)
+    # Notification deliveries: added to the conversation's delivery stream in the script
+    # and to the global one in the same round trip.
+    deliveries: list[dict[str, str]] = field(default_factory=list)
     # Commands on keys outside the conversation's slot, sent in the same round trip
     # (after the script; see docs/architecture.md on what that guarantees).
     global_commands: list[Callable[[Pipeline], object]] = field(default_factory=list)
@@ -146,7 +159,11 @@ class Writer:
         self.next_position = 0  # absolute history position of the next step; set by the leg
 
     def write(self, flush: Flush) -> FlushResult:
-        keys = [*self._script_keys, flush.notification_key or self._script_keys[2]]
+        keys = [
+            *self._script_keys,
+            flush.notification_key or self._script_keys[2],
+            self._keys.conversation_notifications(self.cid),
+        ]
         with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
             reply = self._send(keys, self._args(flush), flush)
         self.round_trips += 1
@@ -177,6 +194,9 @@ class Writer:
         ):
             args += _pairs(fields)
         args += [len(flush.events), *(encode_event(e) for e in flush.events)]
+        args.append(len(flush.deliveries))
+        for entry in flush.deliveries:
+            args += [len(entry), *(item for pair in entry.items() for item in pair)]
         args += history_args(
             flush.steps, self.max_history_size, usage=flush.usage, start_turn=flush.start_turn
         )
@@ -184,7 +204,7 @@ class Writer:
 
     def _send(self, keys: list[str], args: list[Any], flush: Flush) -> Any:
         usage = flush.usage if flush.usage is not None and not flush.usage.is_zero() else None
-        if usage is None and not flush.global_commands:
+        if usage is None and not flush.global_commands and not flush.deliveries:
             return _FLUSH(self.client, keys, args)
         with self.client.pipeline(transaction=False) as pipe:
             _FLUSH(pipe, keys, args)
@@ -194,6 +214,13 @@ class Writer:
                     pipe.hincrby(day_key, f"{self.model}:{name}", getattr(usage, name))
             for command in flush.global_commands:
                 command(pipe)
+            for entry in flush.deliveries:
+                pipe.xadd(
+                    self._keys.notification_stream(),
+                    entry,  # type: ignore[arg-type]
+                    maxlen=self.settings.stream_maxlen,
+                    approximate=True,
+                )
             return pipe.execute()[0]
 
 

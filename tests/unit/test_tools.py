@@ -32,7 +32,15 @@ from worker.tools import (
 from worker.tools import files as file_tools
 from worker.tools.demo import evaluate
 
-BUILTIN_NAMES = ("read_file", "list_files", "write_file", "get_time", "calculator", "send_email")
+BUILTIN_NAMES = (
+    "read_file",
+    "list_files",
+    "write_file",
+    "get_time",
+    "calculator",
+    "send_email",
+    "ask_operator",
+)
 
 
 @pytest.fixture
@@ -270,6 +278,7 @@ def test_default_registry_holds_the_built_ins() -> None:
     assert {name for name, policy in policies.items() if policy is ToolPolicy.ASK} == {
         "write_file",
         "send_email",
+        "ask_operator",
     }
 
 

@@ -67,6 +67,7 @@ class Tool:
     run: ToolRun
     policy: ToolPolicy = ToolPolicy.AUTO
     canonical_path: CanonicalPath | None = None
+    approval_timeout_s: int | None = None  # overrides the conversation's and the default
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):

@@ -19,13 +19,14 @@ from shared.errors import Conflict, NotFound, SettingsError
 from shared.settings import Settings
 from shared.steps import ToolCall
 from worker.providers.base import ToolSpec
+from worker.tools.ask_operator import ask_operator
 from worker.tools.base import Tool, ToolContext, ToolFailed
 from worker.tools.demo import DEMO_TOOLS
 from worker.tools.files import FILE_TOOLS
 
 __all__ = ["BUILTIN_TOOLS", "ToolOutcome", "ToolRegistry", "default_registry", "load_user_tools"]
 
-BUILTIN_TOOLS: tuple[Tool, ...] = (*FILE_TOOLS, *DEMO_TOOLS)
+BUILTIN_TOOLS: tuple[Tool, ...] = (*FILE_TOOLS, *DEMO_TOOLS, ask_operator)
 
 
 @dataclass(frozen=True)

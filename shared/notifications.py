@@ -1,0 +1,385 @@
+"""Notifications in Redis: reading, listing, and resolving them exactly once.
+
+Resolving is a compare-and-set from `pending` in one script on the notification's
+hash (which lives in its conversation's slot): the first resolution wins and every
+later one gets a Conflict that says what happened. The API, the UI, the CLI and the
+client all resolve through `NotificationStore.resolve`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from shared.approvals import (
+    RESOLUTION,
+    Allow,
+    Deny,
+    Notification,
+    NotificationStatus,
+    Resolution,
+    ResolutionKind,
+    Submit,
+)
+from shared.emit import EMIT_LUA
+from shared.errors import Conflict, CorruptRecord, InvalidInput, NotFound
+from shared.keys import KeySpace
+from shared.lua import LuaScript
+from shared.redis_client import storage_errors
+from shared.schema import schema_violations
+from shared.settings import Settings
+from shared.tasks import TaskSender
+
+__all__ = ["NotificationStore", "index_commands"]
+
+AUDIT_MAXLEN = 100_000
+
+# KEYS: notification, events   ARGV: new status, resolution json, actor, now, maxlen, ttl_ms,
+#       channel, channel_all, cid, turn id, nid
+_RESOLVE = LuaScript(
+    EMIT_LUA
+    + """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {'not_found'} end
+if status ~= 'pending' then
+  return {status, redis.call('HGET', KEYS[1], 'resolved_by') or '',
+          redis.call('HGET', KEYS[1], 'resolved_at') or '0',
+          redis.call('HGET', KEYS[1], 'resolution') or ''}
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[1], 'resolution', ARGV[2], 'resolved_by', ARGV[3],
+           'resolved_at', ARGV[4])
+emit(KEYS[2], ARGV[5], ARGV[6], {ARGV[7], ARGV[8]}, cjson.encode(
+  {kind = 'notification', conversation_id = ARGV[9], turn_id = ARGV[10], notification_id = ARGV[11],
+   notification_kind = 'interaction', status = ARGV[1]}))
+return {'ok'}
+"""
+)
+
+
+def index_commands(keys: KeySpace, note: Notification) -> list[tuple[str, dict[str, float]]]:
+    """The global index entries of a pending notification: (zset key, {id: score})."""
+    entries = [
+        (keys.notifications_pending(), {note.id: note.created_at}),
+        (keys.notifications_all(), {note.id: note.created_at}),
+    ]
+    if note.tool_name:
+        entries.append(
+            (keys.notifications_pending_by("tool", note.tool_name), {note.id: note.created_at})
+        )
+    if note.batch_id:
+        entries.append(
+            (keys.notifications_pending_by("batch", note.batch_id), {note.id: note.created_at})
+        )
+    entries.append(
+        (
+            keys.notifications_pending_by("conversation", note.conversation_id),
+            {note.id: note.created_at},
+        )
+    )
+    if note.expires_at is not None:
+        entries.append((keys.notification_deadlines(), {note.id: note.expires_at}))
+    return entries
+
+
+def _when(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+class NotificationStore:
+    """Pending and past notifications across all conversations."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        settings: Settings,
+        tasks: TaskSender | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self.tasks = tasks
+
+    # Reading
+
+    def get(self, nid: str) -> Notification:
+        with storage_errors(f"reading notification {nid}"):
+            raw: dict[str, str] = self.client.hgetall(self.keys.notification(nid))  # type: ignore[assignment]
+        if not raw:
+            raise NotFound(f"notification {nid} does not exist")
+        return self._parse(nid, raw)
+
+    def _parse(self, nid: str, raw: dict[str, str]) -> Notification:
+        try:
+            note = Notification.model_validate_json(raw["doc"])
+            resolution = (
+                RESOLUTION.validate_json(raw["resolution"]) if raw.get("resolution") else None
+            )
+        except (KeyError, ValidationError) as exc:
+            raise CorruptRecord(f"{self.keys.notification(nid)} does not parse") from exc
+        return note.model_copy(
+            update={
+                "status": NotificationStatus(raw.get("status", "pending")),
+                "resolution": resolution,
+                "resolved_by": raw.get("resolved_by") or None,
+                "resolved_at": float(raw["resolved_at"]) if raw.get("resolved_at") else None,
+            }
+        )
+
+    def pending(
+        self,
+        *,
+        tool: str | None = None,
+        batch_id: str | None = None,
+        conversation_id: str | None = None,
+        min_age_s: float | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> list[Notification]:
+        """One page of pending notifications, oldest first, through the narrowest index."""
+        index = self._index(tool, batch_id, conversation_id)
+        newest = "+inf" if min_age_s is None else time.time() - min_age_s
+        with storage_errors("listing notifications"):
+            ids = self.client.zrangebyscore(index, "-inf", newest, start=offset, num=limit)
+        notes = self._load([str(i) for i in ids])
+        return [n for n in notes if _matches(n, tool, batch_id, conversation_id)]
+
+    def count_pending(
+        self,
+        *,
+        tool: str | None = None,
+        batch_id: str | None = None,
+        conversation_id: str | None = None,
+        min_age_s: float | None = None,
+    ) -> int:
+        index = self._index(tool, batch_id, conversation_id)
+        newest = "+inf" if min_age_s is None else time.time() - min_age_s
+        with storage_errors("counting notifications"):
+            return int(self.client.zcount(index, "-inf", newest))
+
+    def recent(self, *, offset: int = 0, limit: int = 50) -> list[Notification]:
+        """Every notification, newest first, whatever its status."""
+        with storage_errors("listing notifications"):
+            ids = self.client.zrevrange(self.keys.notifications_all(), offset, offset + limit - 1)
+        return self._load([str(i) for i in ids])
+
+    def _index(self, tool: str | None, batch_id: str | None, conversation_id: str | None) -> str:
+        if conversation_id:
+            return self.keys.notifications_pending_by("conversation", conversation_id)
+        if batch_id:
+            return self.keys.notifications_pending_by("batch", batch_id)
+        if tool:
+            return self.keys.notifications_pending_by("tool", tool)
+        return self.keys.notifications_pending()
+
+    def _load(self, ids: list[str]) -> list[Notification]:
+        with (
+            storage_errors("reading notifications"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for nid in ids:
+                pipe.hgetall(self.keys.notification(nid))
+            raws = pipe.execute()
+        return [self._parse(nid, raw) for nid, raw in zip(ids, raws, strict=True) if raw]
+
+    def audit(self, *, count: int = 100, before: str = "+") -> list[dict[str, Any]]:
+        """Audit entries, newest first."""
+        with storage_errors("reading the audit log"):
+            entries: Any = self.client.xrevrange(self.keys.audit(), max=before, count=count)
+        return [{"id": entry_id, **fields} for entry_id, fields in entries]
+
+    # Resolving
+
+    def resolve(
+        self, nid: str, resolution: Resolution | dict[str, Any], *, actor: str
+    ) -> Notification:
+        """Validates, then compare-and-sets from pending; the first resolution wins."""
+        note = self.get(nid)
+        decision = self._validated(note, resolution)
+        self._cas(note, NotificationStatus.RESOLVED, decision, actor)
+        return self.get(nid)
+
+    def expire(self, nid: str) -> bool:
+        """Resolves an overdue notification as denied, reason "expired"; False if not pending."""
+        note = self.get(nid)
+        try:
+            self._cas(note, NotificationStatus.EXPIRED, Deny(reason="expired"), "system:expiry")
+        except Conflict:
+            return False
+        return True
+
+    def cancel(self, nid: str) -> bool:
+        """Marks a pending notification cancelled (its turn was aborted); False if not pending."""
+        note = self.get(nid)
+        try:
+            self._cas(note, NotificationStatus.CANCELLED, None, "system:abort", advance=False)
+        except Conflict:
+            return False
+        return True
+
+    def expire_due(self, *, now: float | None = None, limit: int = 500) -> list[str]:
+        """Expires every pending notification past its deadline; returns their ids."""
+        with storage_errors("finding expired notifications"):
+            due = self.client.zrangebyscore(
+                self.keys.notification_deadlines(), "-inf", now or time.time(), start=0, num=limit
+            )
+        expired = []
+        for nid in (str(i) for i in due):
+            try:
+                if self.expire(nid):
+                    expired.append(nid)
+            except NotFound:
+                self.client.zrem(self.keys.notification_deadlines(), nid)
+        return expired
+
+    def _validated(self, note: Notification, resolution: Resolution | dict[str, Any]) -> Resolution:
+        try:
+            decision = RESOLUTION.validate_python(resolution)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'resolution'}: {e['msg']}" for e in exc.errors()
+            )
+            raise InvalidInput(f"invalid resolution: {problems}") from exc
+        kind = ResolutionKind(decision.kind)
+        if kind not in note.allowed:
+            allowed = ", ".join(k.value for k in note.allowed)
+            raise InvalidInput(f"notification {note.id} accepts {allowed}; not {kind.value}")
+        _check_content(note, decision)
+        return decision
+
+    def _cas(
+        self,
+        note: Notification,
+        status: NotificationStatus,
+        decision: Resolution | None,
+        actor: str,
+        *,
+        advance: bool = True,
+    ) -> None:
+        now = time.time()
+        keys = [self.keys.notification(note.id), self.keys.events(note.conversation_id)]
+        args = [
+            status.value,
+            decision.model_dump_json() if decision else "",
+            actor,
+            now,
+            self.settings.stream_maxlen,
+            self.settings.events_ttl_s * 1000,
+            self.keys.live(note.conversation_id),
+            self.keys.live_all(),
+            note.conversation_id,
+            note.turn_id,
+            note.id,
+        ]
+        with storage_errors(f"resolving notification {note.id}"):
+            reply = _RESOLVE(self.client, keys, args)
+        if reply[0] != "ok":
+            raise _conflict(note.id, reply)
+        self._after(note, status, decision, actor, now)
+        if advance and self.tasks is not None:
+            self.tasks.advance(note.conversation_id)
+
+    def _after(
+        self,
+        note: Notification,
+        status: NotificationStatus,
+        decision: Resolution | None,
+        actor: str,
+        now: float,
+    ) -> None:
+        """Drops the notification from the pending indexes and writes the audit entry."""
+        entry = {
+            "notification_id": note.id,
+            "conversation_id": note.conversation_id,
+            "status": status.value,
+            "actor": actor,
+            "at": now,
+            "kind": decision.kind if decision else "",
+            "tool": note.tool_name or "",
+            "arguments_before": json.dumps(note.tool_call.args if note.tool_call else None),
+            "arguments_after": json.dumps(_arguments_after(note, decision)),
+            "reason": decision.reason if isinstance(decision, Deny) else "",
+        }
+        with (
+            storage_errors(f"indexing notification {note.id}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for key, _ in index_commands(self.keys, note):
+                if key != self.keys.notifications_all():
+                    pipe.zrem(key, note.id)
+            pipe.xadd(self.keys.audit(), entry, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
+            if status is NotificationStatus.EXPIRED:
+                self._notify_expired(pipe, note)
+            pipe.execute()
+
+    def _notify_expired(self, pipe: Any, note: Notification) -> None:
+        delivery = {
+            "notification_id": f"{note.id}-expired",
+            "kind": "passive",
+            "conversation_id": note.conversation_id,
+            "turn_id": note.turn_id,
+            "event": "notification_expired",
+            "title": f"Expired: {note.title}",
+        }
+        for stream in (
+            self.keys.conversation_notifications(note.conversation_id),
+            self.keys.notification_stream(),
+        ):
+            pipe.xadd(stream, delivery, maxlen=self.settings.stream_maxlen, approximate=True)
+
+
+def _arguments_after(note: Notification, decision: Resolution | None) -> Any:
+    if isinstance(decision, Allow):
+        return (
+            decision.arguments
+            if decision.arguments is not None
+            else (note.tool_call.args if note.tool_call else None)
+        )
+    if isinstance(decision, Submit):
+        return decision.content
+    return None
+
+
+def _check_content(note: Notification, decision: Resolution) -> None:
+    if isinstance(decision, Submit) and note.submit_schema is not None:
+        problems = schema_violations(decision.content, note.submit_schema)
+        if problems:
+            raise InvalidInput("submitted content is invalid: " + "; ".join(problems))
+    if isinstance(decision, Allow) and decision.arguments is not None and note.arguments_schema:
+        problems = schema_violations(decision.arguments, note.arguments_schema)
+        if problems:
+            raise InvalidInput("edited arguments are invalid: " + "; ".join(problems))
+    if isinstance(decision, Allow) and decision.sticky == "batch" and not note.batch_id:
+        raise InvalidInput(
+            f"notification {note.id} is not part of a batch; sticky 'batch' is not possible"
+        )
+
+
+def _conflict(nid: str, reply: list[Any]) -> Exception:
+    status = reply[0]
+    if status == "not_found":
+        return NotFound(f"notification {nid} does not exist")
+    by, at, raw = reply[1], float(reply[2] or 0), reply[3]
+    if status == NotificationStatus.EXPIRED.value:
+        return Conflict(
+            f"notification {nid} expired at {_when(at)} and was denied with reason 'expired'"
+        )
+    if status == NotificationStatus.CANCELLED.value:
+        return Conflict(f"notification {nid} was cancelled at {_when(at)}: its turn was aborted")
+    kind = json.loads(raw).get("kind", "?") if raw else "?"
+    return Conflict(f"notification {nid} was already resolved ({kind}) by {by} at {_when(at)}")
+
+
+def _matches(
+    note: Notification, tool: str | None, batch_id: str | None, conversation_id: str | None
+) -> bool:
+    return (
+        (tool is None or note.tool_name == tool)
+        and (batch_id is None or note.batch_id == batch_id)
+        and (conversation_id is None or note.conversation_id == conversation_id)
+    )

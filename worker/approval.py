@@ -1,0 +1,152 @@
+"""Parking on a notification, and continuing with the operator's decision.
+
+A call that needs a person writes the notification, the checkpoint and the status
+`waiting_for_user` in one flush, and the leg ends: no worker waits. When the
+notification is resolved, a new leg (on any worker) reads the decision: Allow runs
+the tool (with edited arguments, if given), Submit answers with the content, Deny
+and expiry tell the model why, in a step that records a denial, not a result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from functools import partial
+
+from redis.client import Pipeline
+
+from shared.approvals import (
+    Allow,
+    Deny,
+    Notification,
+    NotificationKind,
+    NotificationStatus,
+    ResolutionKind,
+    Submit,
+)
+from shared.events import ConversationStatus, NotificationEvent, TurnStatus
+from shared.notifications import NotificationStore, index_commands
+from shared.steps import ToolCall
+from worker.leg import Leg
+from worker.tools import ToolOutcome, ToolRegistry
+from worker.tools.ask_operator import ASK_OPERATOR, answer_schema
+from worker.writer import Flush
+
+__all__ = ["Decision", "decision_for", "park"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an operator decided about one call: run it (maybe with new arguments) or an outcome."""
+
+    run_with: ToolCall | None = None
+    outcome: ToolOutcome | None = None
+    denied: bool = False
+    sticky: bool = False
+
+
+def decision_for(leg: Leg, call: ToolCall) -> Decision | None:
+    """The decision on a parked call, or None when the call has not been asked about yet."""
+    nid = leg.checkpoint.approvals.get(call.id or call.name)
+    if nid is None:
+        return None
+    note = NotificationStore(leg.client, leg.keys, leg.settings).get(nid)
+    if note.status is NotificationStatus.CANCELLED or note.resolution is None:
+        return Decision(
+            outcome=ToolOutcome(ok=False, error=f"{call.name} was cancelled"), denied=True
+        )
+    resolution = note.resolution
+    if isinstance(resolution, Deny):
+        who = (
+            "it expired" if note.status is NotificationStatus.EXPIRED else f"by {note.resolved_by}"
+        )
+        return Decision(
+            outcome=ToolOutcome(ok=False, error=f"denied ({who}): {resolution.reason}"), denied=True
+        )
+    if isinstance(resolution, Submit):
+        return Decision(outcome=ToolOutcome(ok=True, result=resolution.content))
+    return _allowed(call, resolution)
+
+
+def _allowed(call: ToolCall, allow: Allow) -> Decision:
+    run_with = (
+        call if allow.arguments is None else call.model_copy(update={"args": allow.arguments})
+    )
+    return Decision(run_with=run_with, sticky=allow.sticky == "conversation")
+
+
+def park(leg: Leg, registry: ToolRegistry, call: ToolCall) -> None:
+    """Writes the notification and parks the turn, in one flush (plus its global indexes)."""
+    note = _notification(leg, registry, call)
+    leg.checkpoint.approvals[call.id or call.name] = note.id
+    event = NotificationEvent(
+        conversation_id=leg.cid,
+        turn_id=leg.turn_id,
+        notification_id=note.id,
+        notification_kind=note.kind.value,
+        status="pending",
+        title=note.title,
+    )
+    delivery = {
+        "notification_id": note.id,
+        "kind": note.kind.value,
+        "conversation_id": leg.cid,
+        "turn_id": leg.turn_id,
+        "event": "interaction",
+        "title": note.title,
+    }
+    leg.writer.write(
+        Flush(
+            turn_fields={"status": TurnStatus.WAITING_FOR_USER.value, **leg.saved_checkpoint()},
+            conversation_fields={"parked_on": note.id},
+            status=ConversationStatus.WAITING_FOR_USER,
+            notification_key=leg.keys.notification(note.id),
+            notification_fields={"doc": note.model_dump_json(), "status": note.status.value},
+            events=[event],
+            deliveries=[delivery],
+            global_commands=[partial(_index, entries=index_commands(leg.keys, note))],
+        )
+    )
+
+
+def _index(pipe: Pipeline, *, entries: list[tuple[str, dict[str, float]]]) -> None:
+    for key, members in entries:
+        pipe.zadd(key, members)
+
+
+def _notification(leg: Leg, registry: ToolRegistry, call: ToolCall) -> Notification:
+    now = time.time()
+    suffix = f"{leg.turn_id[:8]}{len(leg.checkpoint.approvals):03d}{int(now * 1000) % 100_000:05d}"
+    base = {
+        "id": f"{leg.cid}.{suffix}",
+        "conversation_id": leg.cid,
+        "turn_id": leg.turn_id,
+        "batch_id": leg.config.batch_id,
+        "kind": NotificationKind.INTERACTION,
+        "tool_call": call,
+        "created_at": now,
+        "expires_at": now + _timeout_s(leg, registry, call.name),
+    }
+    if call.name == ASK_OPERATOR:
+        question = str(call.args.get("question", "")) if isinstance(call.args, dict) else ""
+        return Notification(
+            **base,
+            title="The agent asks a question",
+            body=question,
+            question=question,
+            allowed=[ResolutionKind.SUBMIT, ResolutionKind.DENY],
+            submit_schema=answer_schema(call.args),
+        )
+    return Notification(
+        **base,
+        title=f"Allow {call.name}?",
+        body=f"The agent wants to run {call.name} with {json.dumps(call.args, ensure_ascii=False)}",
+        allowed=[ResolutionKind.ALLOW, ResolutionKind.DENY],
+        arguments_schema=registry.get(call.name).parameters,
+    )
+
+
+def _timeout_s(leg: Leg, registry: ToolRegistry, name: str) -> float:
+    tool_timeout = registry.get(name).approval_timeout_s if name in registry.names() else None
+    return float(tool_timeout or leg.config.approval_timeout_s or leg.settings.approval_timeout_s)
