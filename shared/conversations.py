@@ -94,6 +94,17 @@ return {'ok', active, cancelled}
 )
 
 
+# KEYS: conv   ARGV: config json, now, double-text policy   -> 1 created, 0 the id is taken
+_CREATE = LuaScript(
+    """
+if redis.call('HSETNX', KEYS[1], 'config', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'idle', 'closed', '0', 'created_at', ARGV[2],
+           'updated_at', ARGV[2], 'active_turn', '', 'policy', ARGV[3])
+return 1
+"""
+)
+
+
 def new_id() -> str:
     """A short random id, safe in keys and URLs."""
     return uuid.uuid4().hex[:20]
@@ -137,28 +148,22 @@ class ConversationStore:
 
     def create(self, config: ConversationConfig, *, conversation_id: str | None = None) -> str:
         cid = check_id(conversation_id or new_id(), "conversation id")
-        now = time.time()
-        with storage_errors("creating a conversation"):
-            created = self.client.hsetnx(
-                self.keys.conversation(cid), "config", config.model_dump_json()
-            )
-            if not created:
-                raise Conflict(f"conversation {cid} already exists")
-            with self.client.pipeline(transaction=False) as pipe:
-                pipe.hset(
-                    self.keys.conversation(cid),
-                    mapping={
-                        "status": ConversationStatus.IDLE.value,
-                        "closed": "0",
-                        "created_at": now,
-                        "updated_at": now,
-                        "active_turn": "",
-                        "policy": config.double_text_policy.value,
-                    },
-                )
-                pipe.zadd(self.keys.conversations(), {cid: now})
-                pipe.execute()
+        with (
+            storage_errors("creating a conversation"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            self.queue_create(pipe, cid, config)
+            created, _ = pipe.execute()
+        if not created:
+            raise Conflict(f"conversation {cid} already exists")
         return cid
+
+    def queue_create(self, pipe: Any, cid: str, config: ConversationConfig) -> None:
+        """Queues the creation (a no-op returning 0 when the id is taken) and its index entry."""
+        now = time.time()
+        args = [config.model_dump_json(), now, config.double_text_policy.value]
+        _CREATE.queue(pipe, [self.keys.conversation(cid)], args)
+        pipe.zadd(self.keys.conversations(), {cid: now}, nx=True)
 
     def get(self, cid: str) -> ConversationRecord:
         with (

@@ -142,8 +142,33 @@ class KeySpace:
         """HASH of token totals by model for one UTC day (YYYY-MM-DD)."""
         return f"{self.prefix}:usage:day:{day}"
 
+    def _batch(self, bid: str, name: str) -> str:
+        return f"{self.prefix}:batch:{{{check_id(bid, 'batch id')}}}:{name}"
+
     def batch(self, bid: str) -> str:
-        return f"{self.prefix}:batch:{check_id(bid, 'batch id')}"
+        """HASH: config, status, total, counts (`count:<state>`), usage totals, sticky allows."""
+        return self._batch(bid, "meta")
+
+    def batch_states(self, bid: str) -> str:
+        """HASH: conversation id -> the item's state (queued, running, waiting, done, ...)."""
+        return self._batch(bid, "states")
+
+    def batch_queue(self, bid: str) -> str:
+        """LIST of conversation ids not yet dispatched (the concurrency cap holds them)."""
+        return self._batch(bid, "queue")
+
+    def batch_items(self, bid: str) -> str:
+        """LIST of items in input order: JSON with the line, its id and its conversation."""
+        return self._batch(bid, "items")
+
+    def batch_ids(self, bid: str) -> str:
+        """HASH: item id -> conversation id, so a resubmitted item is recognised."""
+        return self._batch(bid, "ids")
 
     def batches(self) -> str:
+        """ZSET of batch ids by creation time."""
         return f"{self.prefix}:batches"
+
+    def rate_bucket(self, provider: str, model: str, unit: str) -> str:
+        """HASH of one token bucket (`requests` or `tokens`) shared by every worker."""
+        return f"{self.prefix}:ratelimit:{{{provider}:{model}}}:{unit}"

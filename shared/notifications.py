@@ -33,7 +33,7 @@ from shared.lua import LuaScript
 from shared.redis_client import storage_errors
 from shared.schema import schema_violations
 from shared.settings import Settings
-from shared.tasks import TaskSender
+from shared.tasks import Advancer
 
 __all__ = ["NotificationStore", "index_commands"]
 
@@ -98,7 +98,7 @@ class NotificationStore:
         client: redis.Redis,
         keys: KeySpace,
         settings: Settings,
-        tasks: TaskSender | None = None,
+        tasks: Advancer | None = None,
     ) -> None:
         self.client = client
         self.keys = keys

@@ -9,12 +9,12 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.errors import SettingsError
 
-__all__ = ["DoubleTextPolicy", "Settings", "load_settings"]
+__all__ = ["DoubleTextPolicy", "RateLimit", "Settings", "load_settings", "settings_table"]
 
 ENV_PREFIX = "SIGNOFF_"
 DEFAULT_MAX_HISTORY_SIZE = 10_000
@@ -26,6 +26,14 @@ class DoubleTextPolicy(str, Enum):
     ENQUEUE = "enqueue"
     REJECT = "reject"
     INTERRUPT = "interrupt"
+
+
+class RateLimit(BaseModel):
+    """Limits of one provider (or provider:model); `burst_s` seconds' worth may go at once."""
+
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    burst_s: float = Field(default=1.0, gt=0)
 
 
 class Settings(BaseSettings):
@@ -111,6 +119,11 @@ class Settings(BaseSettings):
     )
     provider_timeout_s: float = Field(120.0, gt=0, description="HTTP timeout of one model call.")
     provider_max_retries: int = Field(3, ge=0, description="Retries on 429 and 5xx, with backoff.")
+    rate_limits: dict[str, RateLimit] = Field(
+        default_factory=dict,
+        description='Per provider or provider:model, e.g. {"openai": {"requests_per_minute": 500, '
+        '"tokens_per_minute": 200000}}; shared by every worker.',
+    )
 
     # Tools
     workspace_roots: tuple[Path, ...] = Field(
@@ -188,7 +201,7 @@ def settings_table() -> str:
             default = default.value
         elif isinstance(default, frozenset):
             default = ", ".join(sorted(default))
-        elif default == ():
+        elif default == () or field.default_factory is not None:
             default = "(none)"
         rows.append(f"| `{ENV_PREFIX}{name.upper()}` | `{default}` | {field.description or ''} |")
     return "\n".join(rows)

@@ -7,13 +7,13 @@ results, and a visibility timeout set everywhere Celery reads it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from celery import Celery
 
 from shared.settings import Settings
 
-__all__ = ["ADVANCE", "SWEEP", "TaskSender", "celery_config", "queue_name"]
+__all__ = ["ADVANCE", "SWEEP", "Advancer", "TaskSender", "celery_config", "queue_name"]
 
 ADVANCE = "signoff.advance"
 SWEEP = "signoff.sweep"
@@ -50,6 +50,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": False,
         "task_send_sent_event": False,
     }
+
+
+class Advancer(Protocol):
+    """Anything that can ask for a conversation's next leg."""
+
+    def advance(self, conversation_id: str) -> None: ...
 
 
 class TaskSender:

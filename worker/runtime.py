@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import redis
 from pydantic import ValidationError
 
 from shared.approvals import NotificationStatus
+from shared.batches import BatchStore
 from shared.conversations import ConversationStore
 from shared.errors import CorruptRecord
 from shared.events import ConversationStatus
@@ -22,8 +24,10 @@ from shared.history import HistoryStore
 from shared.keys import KeySpace
 from shared.lua import LuaScript
 from shared.notifications import NotificationStore
+from shared.rate_limit import RateLimiter
 from shared.redis_client import storage_errors
 from shared.settings import Settings
+from worker.batch_hooks import on_batch_flush
 from worker.checkpoint import TurnCheckpoint
 from worker.lease import Lease
 from worker.leg import Leg
@@ -90,6 +94,8 @@ class Runtime:
         self.providers = providers or ProviderFactory(settings)
         self.conversations = ConversationStore(client, self.keys, settings)
         self.notifications = NotificationStore(client, self.keys, settings)
+        self.limiter = RateLimiter(client, self.keys, settings.rate_limits)
+        self.batches = BatchStore(client, self.keys, settings, _Advancer(send_advance))
 
     def advance(self, cid: str) -> str:
         """One leg for conversation `cid`; returns what happened, for logs and tests."""
@@ -117,7 +123,7 @@ class Runtime:
             leg = self._leg(cid, claim, lease)
             if leg is None:
                 return "parked", False
-            result = TurnMachine(leg, self.registry, self.providers).run()
+            result = TurnMachine(leg, self.registry, self.providers, self.limiter).run()
             if result is not LegOutcome.FINISHED:
                 return result.value, False
             claim = self._claim(cid, lease.token)
@@ -166,7 +172,7 @@ class Runtime:
             model=config.model,
         )
         writer.next_position = int(appended)
-        return Leg(
+        leg = Leg(
             client=self.client,
             keys=self.keys,
             settings=self.settings,
@@ -179,6 +185,9 @@ class Runtime:
             cancelled_at_start=cancelled,
             flags=flags,
         )
+        if config.batch_id:
+            writer.on_flush = partial(on_batch_flush, self.batches, leg)
+        return leg
 
     def _resumable(self, flags: dict[str, str], cancelled: bool) -> bool:
         """A parked turn goes on once its notification is settled, or when it is aborted."""
@@ -237,3 +246,10 @@ class Runtime:
 def _as_dict(flat: list[Any]) -> dict[str, str]:
     """HGETALL's reply inside a script is a flat list: name, value, name, value..."""
     return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+class _Advancer:
+    """Lets the batch store send `advance` through the worker's own app."""
+
+    def __init__(self, send_advance: Callable[[str], None]) -> None:
+        self.advance = send_advance

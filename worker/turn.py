@@ -14,6 +14,7 @@ from enum import Enum
 from shared.config import ToolSelection
 from shared.errors import ProviderError
 from shared.events import ConversationStatus, EventBase, StepEvent, TurnStartedEvent, TurnStatus
+from shared.rate_limit import RateLimiter
 from shared.schema import parse_json_answer, schema_violations
 from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
 from worker.checkpoint import Phase
@@ -40,10 +41,17 @@ class LegOutcome(str, Enum):
 class TurnMachine:
     """Drives one turn from its checkpoint until it ends, parks, or its slice is used."""
 
-    def __init__(self, leg: Leg, registry: ToolRegistry, providers: ProviderFactory) -> None:
+    def __init__(
+        self,
+        leg: Leg,
+        registry: ToolRegistry,
+        providers: ProviderFactory,
+        limiter: RateLimiter | None = None,
+    ) -> None:
         self.leg = leg
         self.registry = registry
         self.providers = providers
+        self.limiter = limiter
 
     def run(self) -> LegOutcome:
         leg = self.leg
@@ -143,6 +151,10 @@ class TurnMachine:
         if provider is None:
             return True
         request = self._request(provider)
+        estimate = estimate_tokens(request.messages)
+        if self.limiter is not None:
+            config = self.leg.config
+            self.limiter.acquire(config.provider, config.model, estimate, self.leg.cancel_requested)
         streamer = StepStreamer(
             self.leg.writer,
             step_index=self.leg.writer.next_position,
@@ -159,6 +171,11 @@ class TurnMachine:
                 http_code=exc.http_code,
             )
             return True
+        if self.limiter is not None and output.usage is not None:
+            config = self.leg.config
+            self.limiter.settle(
+                config.provider, config.model, output.usage.total_token_count - estimate
+            )
         if output.stopped:
             return self._stopped(streamer, output)
         return self._record_response(streamer, output, tools_offered=bool(request.tools))

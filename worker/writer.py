@@ -142,6 +142,7 @@ class Writer:
         self.model = model
         self._keys = keys
         self.cancel_seen = False  # an abort of this turn was reported by a flush
+        self.on_flush: Callable[[Flush], None] | None = None  # called after each written flush
         self.written: list[Step] = []  # steps this writer appended, in order
         self._script_keys = [
             keys.lease(cid),
@@ -173,6 +174,8 @@ class Writer:
         self.written += flush.steps
         result = FlushResult(int(reply[1]), reply[2] == 1, list(reply[3]))
         self.cancel_seen = self.cancel_seen or result.cancel_requested
+        if self.on_flush is not None:
+            self.on_flush(flush)
         return result
 
     def _args(self, flush: Flush) -> list[Any]:
