@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["history", "throughput", "streaming", "approvals"]
+BENCHMARKS = ["history", "throughput", "streaming", "approvals", "batch"]
 
 
 def main(names: list[str]) -> None:

@@ -21,7 +21,8 @@ from shared.settings import RateLimit
 
 __all__ = ["RateLimit", "RateLimiter"]
 
-# KEYS: bucket   ARGV: capacity, refill per ms, amount   -> ms to wait (0: taken)
+# KEYS: bucket   ARGV: capacity, refill per ms, amount, force ('1': take even into debt)
+# -> ms to wait (0: taken)
 _TAKE = LuaScript(
     """
 local now_parts = redis.call('TIME')
@@ -31,7 +32,7 @@ local tokens = tonumber(redis.call('HGET', KEYS[1], 'tokens') or capacity)
 local stamp = tonumber(redis.call('HGET', KEYS[1], 'stamp') or now)
 tokens = math.min(capacity, tokens + (now - stamp) * refill)
 local wait = 0
-if amount > 0 and tokens < math.min(amount, capacity) then
+if ARGV[4] ~= '1' and amount > 0 and tokens < math.min(amount, capacity) then
   wait = math.ceil((math.min(amount, capacity) - tokens) / refill)
 else
   tokens = tokens - amount
@@ -92,7 +93,7 @@ class RateLimiter:
         capacity, refill = _shape(limit.tokens_per_minute, limit.burst_s)
         key = self.keys.rate_bucket(provider, model, "tokens")
         with storage_errors(f"settling the token bucket of {provider}:{model}"):
-            _TAKE(self.client, [key], [capacity, refill, extra_tokens])
+            _TAKE(self.client, [key], [capacity, refill, extra_tokens, 1])
 
     def _take(
         self,
@@ -109,7 +110,7 @@ class RateLimiter:
         waited = 0.0
         while True:
             with storage_errors(f"taking from the {unit} bucket of {provider}:{model}"):
-                wait_ms = int(_TAKE(self.client, [key], [capacity, refill, amount]))
+                wait_ms = int(_TAKE(self.client, [key], [capacity, refill, amount, 0]))
             if wait_ms <= 0 or should_stop():
                 return waited
             pause = min(wait_ms / 1000, 1.0)

@@ -1,15 +1,16 @@
-"""The demo of `signoff up --demo`: a small batch on the offline model, written to results.jsonl."""
+"""`signoff up --demo`: a small batch on the offline model; some prompts need an operator."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from shared.batches import BatchConfig, BatchStore
+from shared.cli.batch import _lines, watch, write_results
 from shared.cli.supervisor import Supervisor
 from shared.client import Client
-from shared.errors import SignoffError
+from shared.config import ConversationConfig
 from shared.settings import load_settings
 
 __all__ = ["run_demo"]
@@ -18,29 +19,25 @@ EXAMPLES = Path("examples/prompts.jsonl")
 RESULTS = Path("results.jsonl")
 
 
-def run_demo(supervisor: Supervisor) -> None:
-    """Runs each example prompt as its own conversation and writes one result line each."""
-    settings = load_settings(redis_url=supervisor.redis_url)
-    lines = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
-    click.echo(f"demo: running {len(lines)} prompts from {EXAMPLES}")
+def run_demo(supervisor: Supervisor, *, examples: Path = EXAMPLES, results: Path = RESULTS) -> None:
+    """Runs the example prompts as a batch and writes results.jsonl once all are resolved."""
+    settings = load_settings(redis_url=supervisor.redis_url, web_port=supervisor.web_port)
     with Client(settings) as client:
-        turns = []
-        for line in lines:
-            conversation = client.new_conversation(allow_all=True)
-            turns.append((line, conversation, conversation.send(line["prompt"])))
-        with RESULTS.open("w") as out:
-            for line, conversation, turn_id in turns:
-                out.write(json.dumps(_result(line, conversation, turn_id)) + "\n")
-    click.secho(f"demo: results written to {RESULTS}", fg="green")
-
-
-def _result(line: dict[str, str], conversation: object, turn_id: str) -> dict[str, object]:
-    from shared.client import Conversation
-
-    assert isinstance(conversation, Conversation)
-    try:
-        response = conversation.wait_for_turn(turn_id, timeout=120)
-    except SignoffError as exc:
-        return {"id": line.get("id"), "status": "failed", "error": str(exc)}
-    usage = response.usage_metadata.model_dump() if response.usage_metadata else None
-    return {"id": line.get("id"), "status": "done", "text": response.text, "usage": usage}
+        store = BatchStore(client.redis, client.keys, settings, client.tasks)
+        bid = store.create(BatchConfig(conversation=ConversationConfig.from_settings(settings)))
+        report = store.submit(bid, _lines(examples, settings))
+        store.finish_submission(bid)
+        click.secho(
+            f"demo: batch {bid} runs {report.submitted} prompts from {examples} on the demo model",
+            fg="green",
+        )
+        click.echo(
+            f"demo: some need an operator: open {supervisor.web_url}/approvals, sign in as "
+            f"{settings.admin_user!r}, and allow, deny or answer them "
+            f"(or use `signoff approvals list --batch {bid}`)"
+        )
+        watch(store, bid, settings)
+        written = write_results(store, bid, results)
+    click.secho(
+        f"demo: {written} results written to {results}; Ctrl-C stops everything", fg="green"
+    )

@@ -30,6 +30,6 @@ def cli() -> None:
 
 
 def main() -> None:
-    from shared.cli import conversations, processes  # noqa: F401  (registers the commands)
+    from shared.cli import batch, conversations, processes  # noqa: F401
 
     cli()

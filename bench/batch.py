@@ -1,0 +1,112 @@
+"""A 10,000-prompt batch through `signoff batch run`: prompts per second and peak memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import redis
+
+from bench.common import machine, write_section
+from bench.throughput import CONCURRENCY, _start, _stop
+from shared.embedded_redis import EmbeddedRedis
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = 10_000
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's high-water mark of resident memory (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _bare(env: dict[str, str], logs: Path) -> tuple[float, float]:
+    worker = _start([sys.executable, "-m", "celery", "-A", "bench.noop_app", "worker", "--pool=threads",
+                     f"--concurrency={CONCURRENCY}", "-Q", "bench.noop", "--without-gossip",
+                     "--without-mingle", "--loglevel=INFO"], env, logs / "noop-batch.log")
+    try:
+        from bench import noop_app
+
+        key = f"bench:noop:{uuid.uuid4().hex}"
+        counter = redis.Redis.from_url(env["SIGNOFF_REDIS_URL"])
+        started = time.perf_counter()
+        for _ in range(PROMPTS):
+            noop_app.noop.delay(key)
+        while int(counter.get(key) or 0) < PROMPTS:
+            time.sleep(0.01)
+        return PROMPTS / (time.perf_counter() - started), peak_rss_mb(worker.pid)
+    finally:
+        _stop(worker)
+
+
+def _signoff(env: dict[str, str], logs: Path) -> tuple[float, float, float]:
+    source = logs / "prompts.jsonl"
+    with source.open("w") as sink:
+        for i in range(PROMPTS):
+            sink.write(json.dumps({"id": f"p{i}", "prompt": f"Summarise item {i} in one line."}) + "\n")
+    worker = _start([sys.executable, "-m", "worker", "worker"],
+                    {**env, "SIGNOFF_WORKER_CONCURRENCY": str(CONCURRENCY)}, logs / "signoff-batch.log")
+    try:
+        started = time.perf_counter()
+        cli = subprocess.Popen([str(Path(sys.executable).with_name("signoff")), "batch", "run", str(source),
+                                "--out", str(logs / "results.jsonl"), "--max-concurrency", "32"],
+                               cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                               stderr=(logs / "cli.log").open("wb"))
+        cli_peak = 0.0
+        while cli.poll() is None:
+            cli_peak = max(cli_peak, _safe_peak(cli.pid))
+            time.sleep(0.2)
+        elapsed = time.perf_counter() - started
+        assert cli.returncode == 0, (logs / "cli.log").read_text()[-2000:]
+        lines = (logs / "results.jsonl").read_text().splitlines()
+        assert len(lines) == PROMPTS and all('"status": "done"' in line for line in lines)
+        return PROMPTS / elapsed, peak_rss_mb(worker.pid), cli_peak
+    finally:
+        _stop(worker)
+
+
+def _safe_peak(pid: int) -> float:
+    try:
+        return peak_rss_mb(pid)
+    except OSError:
+        return 0.0
+
+
+def run() -> dict[str, float]:
+    logs = Path("/tmp") / f"signoff-bench-{uuid.uuid4().hex[:6]}"
+    logs.mkdir()
+    with EmbeddedRedis() as server:
+        env = {"SIGNOFF_REDIS_URL": server.url, "SIGNOFF_KEY_PREFIX": "benchbatch",
+               "SIGNOFF_SCRIPTED_TOKEN_DELAY_MS": "0", "PYTHONPATH": str(ROOT)}
+        os.environ.update(env)
+        bare_rate, bare_mb = _bare(env, logs)
+        rate, worker_mb, cli_mb = _signoff(env, logs)
+    write_section("batch", f"""
+## Batches: 10,000 prompts (`python -m bench batch`)
+
+`signoff batch run` with a {PROMPTS:,}-line file on the scripted model at zero delay (each prompt its own
+conversation: thinking, an answer, history, usage, events, the result line), cap 32, one worker (thread
+pool, concurrency {CONCURRENCY}); wall time from starting the CLI to the results file being written,
+so submission is included. Beside it, {PROMPTS:,} bare Celery no-op tasks on the same private
+redis-server, pool and concurrency, in the same run. Peak memory is the process's VmHWM.
+Machine: {machine()}.
+
+| workload | per second | ratio | worker peak RSS | CLI peak RSS |
+|---|---|---|---|---|
+| bare Celery no-op tasks (baseline) | {bare_rate:.0f} | 1.00 | {bare_mb:.0f} MB | |
+| Signoff batch | {rate:.0f} | {rate / bare_rate:.2f} | {worker_mb:.0f} MB ({worker_mb / bare_mb:.2f}x) | {cli_mb:.0f} MB |
+""")
+    return {"bare_per_s": bare_rate, "batch_per_s": rate, "worker_mb": worker_mb, "cli_mb": cli_mb,
+            "bare_worker_mb": bare_mb}
+
+
+if __name__ == "__main__":
+    print(run())

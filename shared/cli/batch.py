@@ -1,0 +1,295 @@
+"""`signoff batch`: run a JSONL file of prompts as a batch, watch it, collect its results."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from shared.batches import (
+    BatchConfig,
+    BatchInfo,
+    BatchLine,
+    BatchState,
+    BatchStatus,
+    BatchStore,
+    parse_line,
+)
+from shared.cli.main import cli
+from shared.client import Client
+from shared.config import ConversationConfig
+from shared.errors import InvalidInput
+from shared.schema import check_schema
+from shared.settings import Settings, load_settings
+
+__all__ = ["batch"]
+
+_err = Console(stderr=True)
+
+
+@cli.group()
+def batch() -> None:
+    """Run many prompts as a batch: one conversation each, one configuration for all."""
+
+
+def store_for(client: Client) -> BatchStore:
+    return BatchStore(client.redis, client.keys, client.settings, client.tasks)
+
+
+@batch.command("run")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Where to write one result line per input line, in input order.",
+)
+@click.option("--provider", default=None, help="Provider (default: SIGNOFF_PROVIDER).")
+@click.option("--model", default=None, help="Model (default: SIGNOFF_MODEL).")
+@click.option("--system-prompt", default="", help="System prompt for every conversation.")
+@click.option("--allow-all", is_flag=True, help="Run every tool without asking.")
+@click.option(
+    "--tools", "tools_json", default=None, help='Tool policies as JSON, e.g. {"send_email": "ask"}.'
+)
+@click.option(
+    "--schema",
+    "schema_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="JSON schema every answer must satisfy.",
+)
+@click.option("--max-concurrency", type=click.IntRange(1, 10_000), default=16, show_default=True)
+@click.option(
+    "--id", "batch_id", default=None, help="Batch id (default: resume OUT's batch, or a new one)."
+)
+@click.option(
+    "--no-wait", is_flag=True, help="Submit and return; collect later with `batch results`."
+)
+def run(
+    path: Path,
+    out: Path,
+    provider: str | None,
+    model: str | None,
+    system_prompt: str,
+    allow_all: bool,
+    tools_json: str | None,
+    schema_path: Path | None,
+    max_concurrency: int,
+    batch_id: str | None,
+    no_wait: bool,
+) -> None:
+    """Submit PATH (JSONL: {"id": ..., "prompt": ...} per line), show progress, write results.
+
+    Interrupted (Ctrl-C), the batch goes on in the background; the same command resumes:
+    items already submitted are skipped.
+    """
+    config = _config(provider, model, system_prompt, allow_all, tools_json, schema_path)
+    state_file = out.with_name(out.name + ".batch")
+    with Client() as client:
+        store = store_for(client)
+        bid = batch_id or (state_file.read_text().strip() if state_file.exists() else None)
+        bid = store.create(
+            BatchConfig(conversation=config, max_concurrency=max_concurrency), batch_id=bid
+        )
+        state_file.write_text(bid + "\n")
+        _err.print(f"batch [bold]{bid}[/] from {path}")
+        report = store.submit(bid, _lines(path, client.settings))
+        store.finish_submission(bid)
+        for line, problem in report.invalid:
+            _err.print(f"[yellow]skipped line {line}[/]: {problem}")
+        _err.print(
+            f"submitted {report.submitted}, already there {report.skipped}, "
+            f"invalid {len(report.invalid)}"
+        )
+        if no_wait:
+            click.echo(bid)
+            return
+        try:
+            info = watch(store, bid, client.settings)
+        except KeyboardInterrupt:
+            _err.print(f"\ninterrupted: batch {bid} goes on; run the same command to resume")
+            raise SystemExit(130) from None
+        written = write_results(store, bid, out)
+        _err.print(f"wrote {written} results to {out}")
+        if info.status is BatchStatus.CANCELLED:
+            raise SystemExit(1)
+
+
+def _config(
+    provider: str | None,
+    model: str | None,
+    system_prompt: str,
+    allow_all: bool,
+    tools_json: str | None,
+    schema_path: Path | None,
+) -> ConversationConfig:
+    settings = load_settings()
+    tools = _json_option("--tools", tools_json) if tools_json else None
+    schema = (
+        check_schema(_json_option("--schema", schema_path.read_text())) if schema_path else None
+    )
+    return ConversationConfig.from_settings(
+        settings,
+        provider=provider,
+        model=model,
+        system_prompt=system_prompt,
+        allow_all=allow_all,
+        tools=tools,
+        response_schema=schema,
+    )
+
+
+def _json_option(name: str, raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"{name} is not valid JSON: {exc}") from exc
+
+
+def _lines(path: Path, settings: Settings) -> Iterator[BatchLine]:
+    """Parsed lines, read lazily: a file of any size takes bounded memory."""
+    seen: set[str] = set()
+    with path.open(encoding="utf-8", errors="replace") as source:
+        for number, raw in enumerate(source, start=1):
+            line = parse_line(number, raw, settings)
+            if line is None:
+                continue
+            if line.id in seen and not line.error:
+                line = BatchLine(
+                    number, f"line-{number}", error=f"line {number}: duplicate id {line.id!r}"
+                )
+            seen.add(line.id)
+            yield line
+
+
+def watch(store: BatchStore, bid: str, settings: Settings, *, interval_s: float = 0.5) -> BatchInfo:
+    """A progress bar with the counts until every item has finished."""
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=_err, transient=False) as progress:
+        task = progress.add_task(bid, total=None, counts="")
+        hinted = -1
+        while True:
+            info = store.info(bid)
+            progress.update(
+                task, total=info.total, completed=info.finished, counts=counts_text(info)
+            )
+            hinted = _hint_approvals(progress, info, settings, hinted)
+            if info.status in (BatchStatus.DONE, BatchStatus.CANCELLED):
+                return info
+            time.sleep(interval_s)
+
+
+def _hint_approvals(progress: Progress, info: BatchInfo, settings: Settings, hinted: int) -> int:
+    waiting = info.counts[BatchState.WAITING]
+    if waiting and waiting != hinted:
+        url = f"http://{settings.web_host}:{settings.web_port}/approvals?batch={info.batch_id}"
+        progress.console.print(
+            f"[cyan]{waiting} waiting for approval[/]: resolve them at {url} "
+            f"or with `signoff approvals list --batch {info.batch_id}`"
+        )
+    return waiting
+
+
+def counts_text(info: BatchInfo) -> str:
+    shown = [
+        BatchState.QUEUED,
+        BatchState.RUNNING,
+        BatchState.WAITING,
+        BatchState.DONE,
+        BatchState.FAILED,
+        BatchState.CANCELLED,
+        BatchState.INVALID,
+    ]
+    return " ".join(f"{state.value} {info.counts[state]}" for state in shown if info.counts[state])
+
+
+def write_results(store: BatchStore, bid: str, out: Path) -> int:
+    """Writes the results in input order via a temporary file: a crash leaves no half file."""
+    partial = out.with_name(out.name + ".partial")
+    written = 0
+    with partial.open("w", encoding="utf-8") as sink:
+        for result in store.results(bid):
+            sink.write(json.dumps(result, ensure_ascii=False) + "\n")
+            written += 1
+    partial.replace(out)
+    return written
+
+
+@batch.command("status")
+@click.argument("batch_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status(batch_id: str, as_json: bool) -> None:
+    """Counts and usage of a batch."""
+    with Client() as client:
+        info = store_for(client).info(batch_id)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "batch_id": info.batch_id,
+                    "status": info.status.value,
+                    "total": info.total,
+                    "counts": {s.value: n for s, n in info.counts.items()},
+                    "usage": info.usage.model_dump(),
+                }
+            )
+        )
+        return
+    click.echo(
+        f"{info.batch_id}: {info.status.value}, {info.finished}/{info.total} finished; "
+        f"{counts_text(info)}; {info.usage.total_token_count} tokens"
+    )
+
+
+@batch.command("cancel")
+@click.argument("batch_id")
+def cancel(batch_id: str) -> None:
+    """Cancel a batch: queued prompts at once, running and waiting ones are aborted."""
+    with Client() as client:
+        touched = store_for(client).cancel(batch_id)
+    click.echo(f"cancelled batch {batch_id} ({touched} conversations stopped)")
+
+
+@batch.command("results")
+@click.argument("batch_id")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to this file instead of standard output.",
+)
+def results(batch_id: str, out: Path | None) -> None:
+    """One JSON line per input line, in input order (finished or not)."""
+    with Client() as client:
+        store = store_for(client)
+        if out is not None:
+            click.echo(f"wrote {write_results(store, batch_id, out)} results to {out}", err=True)
+            return
+        for result in store.results(batch_id):
+            click.echo(json.dumps(result, ensure_ascii=False))
+
+
+@batch.command("list")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+def list_batches(limit: int) -> None:
+    """The most recent batches."""
+    with Client() as client:
+        store = store_for(client)
+        for bid in store.ids(limit=limit):
+            info = store.info(bid)
+            click.echo(
+                f"{bid}  {info.status.value:<10} {info.finished}/{info.total}  {counts_text(info)}"
+            )

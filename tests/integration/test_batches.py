@@ -1,0 +1,257 @@
+"""Batches through the CLI on a real stack: approvals, cancel, bad input, resume, rate limits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.approvals import Allow, Submit
+from shared.batches import BatchState, BatchStatus, BatchStore
+from shared.client import Client
+from shared.embedded_redis import EmbeddedRedis
+from shared.events import StepEvent
+from shared.settings import Settings
+from tests.stack import ROOT, WorkerProcess
+
+SIGNOFF = str(Path(sys.executable).with_name("signoff"))
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SIGNOFF, *args],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def write_jsonl(path: Path, rows: list[object]) -> Path:
+    path.write_text(
+        "".join((row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows)
+    )
+    return path
+
+
+def batches(client: Client) -> BatchStore:
+    return BatchStore(client.redis, client.keys, client.settings, client.tasks)
+
+
+def resolve_while(client: Client, stop: threading.Event, batch_hint: list[str]) -> None:
+    """An operator: resolves every pending notification as it appears."""
+    while not stop.is_set():
+        for note in client.notifications.pending(limit=100):
+            resolution = Submit(content={"answer": "forty-two"}) if note.question else Allow()
+            try:
+                client.resolve_notification(note.id, resolution, actor="operator")
+            except Exception:
+                continue
+            batch_hint.append(note.batch_id or "")
+        time.sleep(0.05)
+
+
+def test_two_hundred_prompts_with_approvals(
+    tmp_path: Path, stack_env: dict[str, str], client: Client
+) -> None:
+    rows = []
+    for i in range(200):
+        if i % 25 == 0:
+            prompt = f'call send_email {{"to": "a{i}@example.com", "subject": "s{i}", "body": "b"}}'
+        elif i % 40 == 1:
+            prompt = 'call ask_operator {"question": "Which answer?"}'
+        else:
+            prompt = f"prompt number {i}"
+        rows.append({"id": f"item-{i}", "prompt": prompt})
+    source, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
+    stop, seen = threading.Event(), []
+    operator = threading.Thread(target=resolve_while, args=(client, stop, seen))
+    operator.start()
+    try:
+        result = cli(
+            stack_env, "batch", "run", str(source), "--out", str(out), "--max-concurrency", "8"
+        )
+    finally:
+        stop.set()
+        operator.join()
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["id"] for line in lines] == [f"item-{i}" for i in range(200)]
+    assert all(line["status"] == "done" for line in lines), [
+        r for r in lines if r["status"] != "done"
+    ][:3]
+    assert "send_email returned" in lines[0]["text"] and "forty-two" in lines[1]["text"]
+    assert "prompt number 2" in lines[2]["text"] and lines[2]["usage"]["total_token_count"] > 0
+    assert len(seen) == 8 + 5
+    bid = (tmp_path / "out.jsonl.batch").read_text().strip()
+    info = batches(client).info(bid)
+    assert info.status is BatchStatus.DONE and info.counts[BatchState.DONE] == 200
+    assert info.usage.total_token_count == sum(line["usage"]["total_token_count"] for line in lines)
+
+
+def test_progress_says_where_to_resolve_pending_approvals(
+    tmp_path: Path, stack_env: dict[str, str], client: Client
+) -> None:
+    source = write_jsonl(
+        tmp_path / "ask.jsonl",
+        [
+            {"id": "plain", "prompt": "hello"},
+            {
+                "id": "mail",
+                "prompt": 'call send_email {"to": "x@example.com", "subject": "s", "body": "b"}',
+            },
+        ],
+    )
+    out = tmp_path / "ask-out.jsonl"
+    process = subprocess.Popen(
+        [SIGNOFF, "batch", "run", str(source), "--out", str(out)],
+        env={**os.environ, **stack_env, "COLUMNS": "250"},
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    seen = ""
+    while "waiting for approval" not in seen:
+        seen += process.stderr.readline()
+        assert process.poll() is None, seen
+    assert "/approvals?batch=" in seen and "signoff approvals list --batch" in seen
+    [note] = client.notifications.pending(
+        batch_id=(tmp_path / "ask-out.jsonl.batch").read_text().strip()
+    )
+    client.resolve_notification(note.id, Allow(), actor="operator")
+    assert process.wait(timeout=60) == 0
+    assert [json.loads(line)["status"] for line in out.read_text().splitlines()] == ["done", "done"]
+
+
+def test_malformed_lines_are_reported_and_the_rest_runs(
+    tmp_path: Path, stack_env: dict[str, str], worker: WorkerProcess
+) -> None:
+    source = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            {"id": "a", "prompt": "fine one"},
+            "{not json",
+            "[1, 2]",
+            {"id": "b"},
+            {"id": "c", "prompt": "\u0000\u0001"},
+            {"id": "a", "prompt": "duplicate id"},
+            "",
+            {"id": "d", "prompt": "fine two"},
+        ],
+    )
+    out = tmp_path / "bad-out.jsonl"
+    result = cli(stack_env, "batch", "run", str(source), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    for line in (2, 3, 4, 5, 6):
+        assert f"skipped line {line}" in result.stderr
+    assert "missing 'prompt'" in result.stderr and "duplicate id 'a'" in result.stderr
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["status"] for r in results] == [
+        "done",
+        "invalid",
+        "invalid",
+        "invalid",
+        "invalid",
+        "invalid",
+        "done",
+    ]
+    assert "fine two" in results[-1]["text"] and results[1]["error"].startswith("line 2: not JSON")
+
+
+def test_run_again_resumes_without_duplicates(
+    tmp_path: Path, stack_env: dict[str, str], worker: WorkerProcess
+) -> None:
+    source = write_jsonl(tmp_path / "again.jsonl", [{"prompt": f"p{i}"} for i in range(6)])
+    out = tmp_path / "again-out.jsonl"
+    first = cli(stack_env, "batch", "run", str(source), "--out", str(out), "--no-wait")
+    assert first.returncode == 0 and "submitted 6" in first.stderr
+    second = cli(stack_env, "batch", "run", str(source), "--out", str(out))
+    assert second.returncode == 0 and "submitted 0, already there 6" in second.stderr
+    assert len(out.read_text().splitlines()) == 6
+
+
+def test_cancel_a_batch(tmp_path: Path, stack_env: dict[str, str], client: Client) -> None:
+    source = write_jsonl(
+        tmp_path / "slow.jsonl", [{"prompt": f"slow {i} #slow #long"} for i in range(12)]
+    )
+    submitted = cli(
+        stack_env,
+        "batch",
+        "run",
+        str(source),
+        "--out",
+        str(tmp_path / "o.jsonl"),
+        "--max-concurrency",
+        "2",
+        "--no-wait",
+    )
+    bid = submitted.stdout.strip()
+    time.sleep(0.5)
+    cancelled = cli(stack_env, "batch", "cancel", bid)
+    assert cancelled.returncode == 0 and f"cancelled batch {bid}" in cancelled.stdout
+    store = batches(client)
+    deadline = time.monotonic() + 30
+    while store.info(bid).finished < 12 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    info = store.info(bid)
+    assert info.status is BatchStatus.CANCELLED and info.finished == 12
+    assert info.counts[BatchState.CANCELLED] >= 10
+    results = [
+        json.loads(line) for line in cli(stack_env, "batch", "results", bid).stdout.splitlines()
+    ]
+    assert len(results) == 12 and {r["status"] for r in results} <= {"cancelled", "done"}
+
+
+def test_unknown_batch_is_a_clear_error(stack_env: dict[str, str], worker: WorkerProcess) -> None:
+    result = cli(stack_env, "batch", "status", "nosuchbatch")
+    assert result.returncode == 2 and "batch nosuchbatch does not exist" in result.stderr
+
+
+@pytest.fixture
+def limited_env(redis_server: EmbeddedRedis) -> Iterator[dict[str, str]]:
+    yield {
+        "SIGNOFF_REDIS_URL": redis_server.url,
+        "SIGNOFF_KEY_PREFIX": f"rl{uuid.uuid4().hex[:8]}",
+        "SIGNOFF_RATE_LIMITS": json.dumps({"scripted": {"requests_per_minute": 120, "burst_s": 1}}),
+    }
+
+
+def test_rate_limit_holds_across_two_workers(limited_env: dict[str, str]) -> None:
+    workers = [WorkerProcess(limited_env, concurrency=4, name=f"rl{i}").start() for i in range(2)]
+    settings = Settings(
+        redis_url=limited_env["SIGNOFF_REDIS_URL"], key_prefix=limited_env["SIGNOFF_KEY_PREFIX"]
+    )
+    try:
+        with Client(settings) as client:
+            conversations = [client.new_conversation() for _ in range(10)]
+            turns = [(c, c.send(f"limited {i}")) for i, c in enumerate(conversations)]
+            for conversation, turn in turns:
+                conversation.wait_for_turn(turn, timeout=60)
+            starts = sorted(first_model_event_ms(client, c.conversation_id) for c in conversations)
+    finally:
+        for process in workers:
+            process.stop()
+    assert all("advance" in w.log() for w in workers)  # both workers took part
+    span_s = (starts[-1] - starts[0]) / 1000
+    assert span_s >= 3.5  # 10 calls at 2 per second with a burst of 2
+    for i, start in enumerate(starts):
+        in_window = [s for s in starts[i:] if s - start < 1000]
+        assert len(in_window) <= 3
+
+
+def first_model_event_ms(client: Client, cid: str) -> int:
+    for event in client.events.after(cid):
+        if isinstance(event, StepEvent) and event.step.thinking_delta:
+            return int((event.id or "0-0").split("-")[0])
+    raise AssertionError(f"no model output in {cid}")
