@@ -165,6 +165,10 @@ class KeySpace:
         """HASH: item id -> conversation id, so a resubmitted item is recognised."""
         return self._batch(bid, "ids")
 
+    def heartbeat(self, process: str) -> str:
+        """STRING: when `process` (e.g. `beat`) last showed it is alive; expires when it stops."""
+        return f"{self.prefix}:heartbeat:{process}"
+
     def batches(self) -> str:
         """ZSET of batch ids by creation time."""
         return f"{self.prefix}:batches"

@@ -213,6 +213,8 @@ class Runtime:
         That covers a worker that died mid-turn (its lease expired) and a resolution
         whose `advance` was lost (its process died between the two).
         """
+        beat_ttl_s = max(int(self.settings.sweep_interval_s * 4), 30)
+        self.client.set(self.keys.heartbeat("beat"), f"{time.time():.3f}", ex=beat_ttl_s)
         for nid in self.notifications.expire_due():
             self.send_advance(nid.rpartition(".")[0])
         resent = []
