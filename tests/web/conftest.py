@@ -1,0 +1,148 @@
+"""Web fixtures: apps on the real test Redis (each with its own key prefix), tokens, sign-in."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from flask import Flask
+from flask.testing import FlaskClient
+
+from shared.embedded_redis import EmbeddedRedis
+from shared.emit import EMIT_LUA, encode_event
+from shared.events import EventBase
+from shared.lua import LuaScript
+from shared.settings import Settings
+from shared.users import Role
+from webui import create_app
+from webui.services import Services
+
+OPERATOR = ("ada", "correct horse battery")
+SECRET = "test-secret-key-not-for-production"
+
+# Writes one event exactly as the stores do: XADD to the stream, PUBLISH to both channels.
+_EMIT = LuaScript(EMIT_LUA + "return emit(KEYS[1], ARGV[1], ARGV[2], {ARGV[3], ARGV[4]}, ARGV[5])")
+
+AppFactory = Callable[..., Flask]
+
+
+def web_settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "key_prefix": f"web{uuid.uuid4().hex[:8]}",
+        "secret_key": SECRET,
+        "sse_heartbeat_s": 0.2,
+    }
+    return Settings(**(values | overrides))
+
+
+def services_of(app: Flask) -> Services:
+    svc: Services = app.extensions["signoff"]
+    return svc
+
+
+@pytest.fixture
+def make_app(redis_server: EmbeddedRedis) -> Iterator[AppFactory]:
+    """Builds apps with setting overrides; closes each one's services afterwards."""
+    apps: list[Flask] = []
+
+    def build(**overrides: Any) -> Flask:
+        app = create_app(web_settings(**({"redis_url": redis_server.url} | overrides)))
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        services_of(app).close()
+
+
+@pytest.fixture
+def app(make_app: AppFactory) -> Flask:
+    return make_app()
+
+
+@pytest.fixture
+def http(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def svc(app: Flask) -> Services:
+    return services_of(app)
+
+
+@pytest.fixture
+def tokens(svc: Services) -> dict[Role, str]:
+    return {role: svc.tokens.create(f"{role.value} token", role) for role in Role}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def viewer(tokens: dict[Role, str]) -> dict[str, str]:
+    return bearer(tokens[Role.VIEWER])
+
+
+@pytest.fixture
+def submitter(tokens: dict[Role, str]) -> dict[str, str]:
+    return bearer(tokens[Role.SUBMITTER])
+
+
+@pytest.fixture
+def operator(tokens: dict[Role, str]) -> dict[str, str]:
+    return bearer(tokens[Role.OPERATOR])
+
+
+def form_csrf(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert match, "page has no CSRF field"
+    return match[1]
+
+
+def sign_in(http: FlaskClient, username: str = OPERATOR[0], password: str = OPERATOR[1]) -> Any:
+    page = http.get("/sign-in")
+    return http.post(
+        "/sign-in",
+        data={"username": username, "password": password, "csrf_token": form_csrf(page.text)},
+    )
+
+
+@pytest.fixture
+def signed_in(http: FlaskClient, svc: Services) -> FlaskClient:
+    """The test client with an operator's session."""
+    svc.users.add(*OPERATOR)
+    assert sign_in(http).status_code == 302
+    return http
+
+
+def page_csrf(http: FlaskClient) -> str:
+    """The session's CSRF token, as a page carries it."""
+    return form_csrf(http.get("/usage").text)
+
+
+def emit(svc: Services, event: EventBase) -> str:
+    """Appends an event to its conversation's stream and publishes it; returns the stream id."""
+    keys, settings = svc.keys, svc.settings
+    cid = event.conversation_id
+    stream_id = _EMIT(
+        svc.redis,
+        [keys.events(cid)],
+        [settings.stream_maxlen, 60_000, keys.live(cid), keys.live_all(), encode_event(event)],
+    )
+    return str(stream_id)
+
+
+def new_conversation(http: FlaskClient, headers: dict[str, str], **options: Any) -> str:
+    response = http.post("/api/v1/conversations", json=options, headers=headers)
+    assert response.status_code == 201, response.text
+    return str(response.json["id"])
+
+
+@pytest.fixture
+def redis_client(svc: Services) -> redis.Redis:
+    return svc.redis

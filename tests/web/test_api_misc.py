@@ -1,0 +1,117 @@
+"""/usage, /batches, /openapi.json, and errors when Redis is gone."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from shared.embedded_redis import free_port
+from shared.users import Role
+from tests.web.conftest import AppFactory, bearer
+from webui.services import Services
+
+
+def test_usage_by_model_and_day(http: FlaskClient, viewer: dict[str, str], svc: Services) -> None:
+    day = date(2025, 3, 10)
+    svc.redis.hset(
+        svc.keys.usage_by_day(day.isoformat()),
+        mapping={
+            "signoff-demo:prompt_token_count": 10,
+            "signoff-demo:candidates_token_count": 5,
+            "signoff-demo:total_token_count": 15,
+            "llama3:8b:total_token_count": 7,
+            "llama3:8b:not_a_counter": 99,
+        },
+    )
+    svc.redis.hset(
+        svc.keys.usage_by_day((day + timedelta(days=1)).isoformat()),
+        mapping={"signoff-demo:total_token_count": 1},
+    )
+    body = http.get("/api/v1/usage?start=2025-03-09&end=2025-03-11", headers=viewer).json
+    assert (body["start"], body["end"]) == ("2025-03-09", "2025-03-11")
+    assert [d["day"] for d in body["days"]] == ["2025-03-09", "2025-03-10", "2025-03-11"]
+    assert body["days"][0]["models"] == {}
+    tenth = body["days"][1]["models"]
+    assert tenth["signoff-demo"]["prompt_token_count"] == 10
+    assert tenth["signoff-demo"]["total_token_count"] == 15
+    assert tenth["llama3:8b"]["total_token_count"] == 7  # a colon in the model name survives
+    assert body["totals"]["signoff-demo"]["total_token_count"] == 16
+    default = http.get("/api/v1/usage", headers=viewer).json
+    assert len(default["days"]) == 14
+    assert default["end"] == datetime.now(UTC).date().isoformat()
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["start=2025-13-01", "start=2025-03-02&end=2025-03-01", "start=2020-01-01&end=2025-01-01"],
+)
+def test_usage_rejects_bad_ranges(http: FlaskClient, viewer: dict[str, str], query: str) -> None:
+    response = http.get(f"/api/v1/usage?{query}", headers=viewer)
+    assert response.status_code == 400
+    assert response.json["error"]["code"] == "bad_parameter"
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
+@pytest.mark.parametrize("path", ["/api/v1/batches", "/api/v1/batches/b1/results"])
+def test_batches_are_a_placeholder(
+    http: FlaskClient, submitter: dict[str, str], method: str, path: str
+) -> None:
+    response = http.open(path, method=method, headers=submitter)
+    assert response.status_code == 501
+    assert response.json == {
+        "error": {"code": "not_implemented", "message": "batches arrive with the batch issue"}
+    }
+
+
+def test_openapi_lists_every_route(app: Flask, http: FlaskClient, viewer: dict[str, str]) -> None:
+    document = http.get("/api/v1/openapi.json", headers=viewer).json
+    assert document["openapi"] == "3.1.0"
+    paths = document["paths"]
+    for rule in app.url_map.iter_rules():
+        if not rule.rule.startswith("/api/v1"):
+            continue
+        path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
+        assert path in paths, path
+        for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}:
+            operation = paths[path][method.lower()]
+            assert operation["responses"], (method, path)
+            assert operation["x-required-role"] in {r.value for r in Role}
+            if (
+                method == "POST"
+                and "batches" not in path
+                and "abort" not in path
+                and "close" not in path
+            ):
+                assert "requestBody" in operation, path
+            for status, answer in operation["responses"].items():
+                assert answer["content"], (method, path, status)
+
+
+def test_openapi_schemas_resolve(http: FlaskClient, viewer: dict[str, str]) -> None:
+    document = http.get("/api/v1/openapi.json", headers=viewer).json
+    text = str(document)
+    schemas = document["components"]["schemas"]
+    for ref in set(re.findall(r"#/components/schemas/([A-Za-z0-9_-]+)", text)):
+        assert ref in schemas, ref
+    create = document["paths"]["/api/v1/conversations"]["post"]
+    assert create["x-required-role"] == "submitter"
+    assert set(create["responses"]) >= {"201", "401", "403", "422"}
+    prompts = document["paths"]["/api/v1/conversations/{cid}/prompts"]["post"]
+    assert set(prompts["requestBody"]["content"]) == {"application/json", "multipart/form-data"}
+    events = document["paths"]["/api/v1/conversations/{cid}/events"]["get"]
+    assert "text/event-stream" in events["responses"]["200"]["content"]
+    assert "NewConversation" in schemas and "ConversationDetail" in schemas
+
+
+def test_redis_gone_is_503(make_app: AppFactory, redis_server: object) -> None:
+    app = make_app(redis_url=f"redis://127.0.0.1:{free_port()}/0", redis_timeout_s=0.2)
+    http = app.test_client()
+    health = http.get("/healthz")
+    assert health.status_code == 503 and health.json["redis"] is False
+    response = http.get("/api/v1/conversations", headers=bearer("so_anything"))
+    assert response.status_code == 503
+    assert response.json["error"]["code"] == "storage_error"

@@ -1,0 +1,34 @@
+"""The JSON API under /api/v1, one blueprint per resource."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+from webui.api import (
+    batches,
+    conversations,
+    events,
+    history,
+    notifications,
+    openapi,
+    prompts,
+    usage,
+)
+
+__all__ = ["blueprint"]
+
+
+def blueprint() -> Blueprint:
+    api = Blueprint("api", __name__, url_prefix=openapi.PREFIX)
+    for resource in (
+        conversations,
+        prompts,
+        history,
+        events,
+        notifications,
+        usage,
+        batches,
+        openapi,
+    ):
+        api.register_blueprint(resource.blueprint())
+    return api

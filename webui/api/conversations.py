@@ -1,0 +1,129 @@
+"""/conversations: create, list, read, abort, close."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, url_for
+from pydantic import ValidationError
+
+from shared.events import ConversationStatus
+from shared.users import Role
+from webui.api.models import (
+    ConversationDetail,
+    ConversationList,
+    ConversationSummary,
+    NewConversation,
+    Usage,
+    conversation_detail,
+)
+from webui.api.operations import LIMIT, OFFSET, Param, operation
+from webui.api.replies import reply
+from webui.auth import requires
+from webui.errors import invalid_body
+from webui.listing import list_conversations
+from webui.params import enum_param, int_param, json_body
+from webui.readers import read_usage
+from webui.services import Services, services
+
+__all__ = ["blueprint", "detail"]
+
+STATUS = Param(
+    "status",
+    {"type": "string", "enum": [s.value for s in ConversationStatus]},
+    "Only conversations in this status.",
+)
+
+
+def detail(svc: Services, cid: str) -> ConversationDetail:
+    record = svc.store.get(cid)
+    usage = read_usage(svc.redis, svc.keys, cid)
+    return conversation_detail(
+        record, Usage(total=usage.total, last_turn=usage.last_turn), usage.turn_count
+    )
+
+
+@requires(Role.SUBMITTER)
+@operation(
+    "Create a conversation",
+    request=NewConversation,
+    response=ConversationDetail,
+    status=201,
+    errors=(400, 409, 422),
+)
+def create() -> Response:
+    body = json_body(NewConversation)
+    svc = services()
+    try:
+        conversation = svc.client.new_conversation(**body.model_dump(exclude_none=True))
+    except ValidationError as exc:
+        raise invalid_body(exc) from None
+    cid = conversation.conversation_id
+    return reply(detail(svc, cid), 201, headers={"Location": url_for(".get", cid=cid)})
+
+
+@requires(Role.VIEWER)
+@operation(
+    "List conversations, newest first",
+    response=ConversationList,
+    params=(OFFSET, LIMIT, STATUS),
+    errors=(400,),
+)
+def list_() -> Response:
+    page = list_conversations(
+        services().store,
+        offset=int_param("offset", 0, low=0, high=10**9),
+        limit=int_param("limit", 50, low=1, high=200),
+        status=enum_param("status", ConversationStatus),
+    )
+    return reply(
+        ConversationList(
+            items=[ConversationSummary.of(record) for record in page.records],
+            offset=page.offset,
+            limit=page.limit,
+            total=page.total,
+            next_offset=page.next_offset,
+        )
+    )
+
+
+@requires(Role.VIEWER)
+@operation(
+    "A conversation: status, config, queue and usage", response=ConversationDetail, errors=(404,)
+)
+def get(cid: str) -> Response:
+    return reply(detail(services(), cid))
+
+
+@requires(Role.SUBMITTER)
+@operation(
+    "Abort the running turn and every queued one",
+    response=ConversationSummary,
+    status=202,
+    errors=(404,),
+)
+def abort(cid: str) -> Response:
+    svc = services()
+    svc.client.conversation(cid).abort()
+    return reply(ConversationSummary.of(svc.store.get(cid)), 202)
+
+
+@requires(Role.SUBMITTER)
+@operation(
+    "Abort, then refuse new prompts for good (history stays readable)",
+    response=ConversationSummary,
+    status=202,
+    errors=(404,),
+)
+def close(cid: str) -> Response:
+    svc = services()
+    svc.client.conversation(cid).close()
+    return reply(ConversationSummary.of(svc.store.get(cid)), 202)
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("conversations", __name__)
+    bp.add_url_rule("/conversations", view_func=create, methods=["POST"])
+    bp.add_url_rule("/conversations", endpoint="list", view_func=list_, methods=["GET"])
+    bp.add_url_rule("/conversations/<id:cid>", view_func=get, methods=["GET"])
+    bp.add_url_rule("/conversations/<id:cid>/abort", view_func=abort, methods=["POST"])
+    bp.add_url_rule("/conversations/<id:cid>/close", view_func=close, methods=["POST"])
+    return bp

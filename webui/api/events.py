@@ -1,0 +1,65 @@
+"""Server-Sent Events: one conversation's events (with replay), and every conversation's."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response
+
+from shared.users import Role
+from webui.api.operations import Param, operation
+from webui.auth import requires
+from webui.params import last_event_id
+from webui.services import services
+from webui.streams import conversation_stream, global_stream, sse_response
+
+__all__ = ["blueprint"]
+
+_ID = {"type": "string", "pattern": r"^\d+-\d+$"}
+LAST_EVENT_ID_HEADER = Param(
+    "Last-Event-ID", _ID, "Replay the events after this one, then follow.", located="header"
+)
+LAST_EVENT_ID_QUERY = Param(
+    "last_event_id", _ID, "Like the Last-Event-ID header, which wins when both are sent."
+)
+
+
+@requires(Role.VIEWER)
+@operation(
+    "Follow a conversation's events; the gap after Last-Event-ID is replayed first",
+    stream=True,
+    params=(LAST_EVENT_ID_HEADER, LAST_EVENT_ID_QUERY),
+    errors=(400, 404, 503),
+)
+def conversation_events(cid: str) -> Response:
+    svc = services()
+    svc.store.get(cid)
+    after = last_event_id()
+    sub = svc.broadcaster.subscribe(cid)
+    body = conversation_stream(
+        svc.events,
+        svc.broadcaster,
+        sub,
+        cid,
+        last_event_id=after,
+        heartbeat_s=svc.settings.sse_heartbeat_s,
+    )
+    return sse_response(body, svc.broadcaster, sub)
+
+
+@requires(Role.VIEWER)
+@operation(
+    "Follow every conversation's events, live only (there is no global stream to replay)",
+    stream=True,
+    errors=(503,),
+)
+def all_events() -> Response:
+    svc = services()
+    sub = svc.broadcaster.subscribe(None)
+    body = global_stream(svc.broadcaster, sub, heartbeat_s=svc.settings.sse_heartbeat_s)
+    return sse_response(body, svc.broadcaster, sub)
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("events", __name__)
+    bp.add_url_rule("/conversations/<id:cid>/events", view_func=conversation_events)
+    bp.add_url_rule("/events", endpoint="all", view_func=all_events)
+    return bp

@@ -1,0 +1,53 @@
+"""/conversations/<id>/history: retained steps a page at a time."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response
+
+from shared.users import Role
+from webui.api.models import HistoryResponse
+from webui.api.operations import OFFSET, Param, operation
+from webui.api.replies import reply
+from webui.auth import requires
+from webui.params import int_param
+from webui.readers import read_history_page
+from webui.services import services
+
+__all__ = ["blueprint"]
+
+HISTORY_LIMIT = Param(
+    "limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}, "Page size."
+)
+
+
+@requires(Role.VIEWER)
+@operation(
+    "Retained steps, with turn starts and compactions",
+    response=HistoryResponse,
+    params=(OFFSET, HISTORY_LIMIT),
+    errors=(400, 404),
+)
+def history(cid: str) -> Response:
+    svc = services()
+    svc.store.get(cid)  # 404 for an unknown conversation, not an empty page
+    offset = int_param("offset", 0, low=0, high=10**9)
+    limit = int_param("limit", 100, low=1, high=1000)
+    page = read_history_page(svc.redis, svc.keys, cid, offset=offset, limit=limit)
+    return reply(
+        HistoryResponse(
+            conversation_id=cid,
+            offset=page.offset,
+            limit=limit,
+            total=page.total,
+            trimmed=page.trimmed,
+            steps=page.steps,
+            turn_start_indices=page.turn_start_indices,
+            compaction_indices=page.compaction_indices,
+        )
+    )
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("history", __name__)
+    bp.add_url_rule("/conversations/<id:cid>/history", view_func=history, methods=["GET"])
+    return bp

@@ -1,0 +1,97 @@
+"""/conversations/<id>/prompts and /turns: sending prompts and reading their turns."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, request, url_for
+from pydantic import ValidationError
+
+from shared.content import Content, ContentPart, Media, as_content
+from shared.errors import CorruptRecord
+from shared.events import ChatResponse, TurnStatus
+from shared.users import Role
+from webui.api.models import PromptAccepted, PromptBody, TurnView
+from webui.api.operations import operation
+from webui.api.replies import reply
+from webui.auth import requires
+from webui.params import json_body
+from webui.services import services
+
+__all__ = ["blueprint"]
+
+
+def _multipart_prompt() -> Content:
+    """A ``text`` field and any number of ``media`` file parts."""
+    text = request.form.get("text", "")
+    parts: list[ContentPart] = list(as_content(text).parts) if text.strip() else []
+    for upload in request.files.getlist("media"):
+        parts.append(
+            Media(
+                data=upload.read(),
+                mime_type=upload.mimetype or "application/octet-stream",
+                description=upload.filename or None,
+            )
+        )
+    return Content(parts=parts)
+
+
+@requires(Role.SUBMITTER)
+@operation(
+    "Send a prompt; it is validated, queued and run by a worker",
+    request=PromptBody,
+    multipart=True,
+    response=PromptAccepted,
+    status=202,
+    errors=(400, 404, 409, 413, 422),
+)
+def send(cid: str) -> Response:
+    if request.mimetype == "multipart/form-data":
+        prompt: str | Content = _multipart_prompt()
+    else:
+        prompt = json_body(PromptBody).prompt()
+    turn_id = services().client.conversation(cid).send(prompt)
+    location = url_for(".turn", cid=cid, turn_id=turn_id)
+    return reply(
+        PromptAccepted(conversation_id=cid, turn_id=turn_id), 202, headers={"Location": location}
+    )
+
+
+def _optional_float(raw: str | None) -> float | None:
+    return float(raw) if raw else None
+
+
+def _response(fields: dict[str, str], where: str) -> ChatResponse | None:
+    raw = fields.get("response")
+    if not raw:
+        return None
+    try:
+        return ChatResponse.model_validate_json(raw)
+    except ValidationError as exc:
+        raise CorruptRecord(f"response of {where} does not parse") from exc
+
+
+@requires(Role.VIEWER)
+@operation("A turn: its status and, once completed, its response", response=TurnView, errors=(404,))
+def turn(cid: str, turn_id: str) -> Response:
+    record = services().store.turn(cid, turn_id)
+    fields = record.fields
+    completed = record.status is TurnStatus.COMPLETED
+    return reply(
+        TurnView(
+            conversation_id=cid,
+            turn_id=turn_id,
+            status=record.status,
+            prompt=record.prompt,
+            created_at=record.created_at,
+            started_at=_optional_float(fields.get("started_at")),
+            finished_at=_optional_float(fields.get("finished_at")),
+            response=_response(fields, f"turn {turn_id}") if completed else None,
+            error=fields.get("error") or None,
+        )
+    )
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("prompts", __name__)
+    bp.add_url_rule("/conversations/<id:cid>/prompts", view_func=send, methods=["POST"])
+    bp.add_url_rule("/conversations/<id:cid>/turns/<id:turn_id>", view_func=turn, methods=["GET"])
+    return bp

@@ -1,0 +1,51 @@
+"""/usage: tokens by model and UTC day."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from flask import Blueprint, Response
+
+from shared.users import Role
+from webui.api.models import UsageDayView, UsageResponse
+from webui.api.operations import Param, operation
+from webui.api.replies import reply
+from webui.auth import requires
+from webui.params import day_range_params
+from webui.services import services
+from webui.usage_report import read_usage_report
+
+__all__ = ["DEFAULT_DAYS", "blueprint"]
+
+DEFAULT_DAYS = 14
+_DATE = {"type": "string", "format": "date"}
+START = Param("start", _DATE, f"First UTC day; default {DEFAULT_DAYS - 1} days before end.")
+END = Param("end", _DATE, "Last UTC day, inclusive; default today.")
+
+
+def _iso(day: date) -> str:
+    return day.isoformat()
+
+
+@requires(Role.VIEWER)
+@operation(
+    "Token usage by model and UTC day", response=UsageResponse, params=(START, END), errors=(400,)
+)
+def usage() -> Response:
+    svc = services()
+    start, end = day_range_params(DEFAULT_DAYS)
+    report = read_usage_report(svc.redis, svc.keys, start=start, end=end)
+    return reply(
+        UsageResponse(
+            start=_iso(report.start),
+            end=_iso(report.end),
+            days=[UsageDayView(day=_iso(d.day), models=d.models) for d in report.days],
+            totals=report.totals,
+        )
+    )
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("usage", __name__)
+    bp.add_url_rule("/usage", view_func=usage, methods=["GET"])
+    return bp

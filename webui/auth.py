@@ -1,0 +1,148 @@
+"""Who is calling, and may they: sessions for operators, bearer tokens for API clients.
+
+Every view requires a signed-in operator or a token unless marked `public`. A
+view declares the role it needs with `requires`; a view that declares nothing
+needs ``operator``, so a forgotten declaration fails closed. A session is always
+the operator role. State-changing requests authenticated by the session (or by
+nothing, like the sign-in form) must carry the CSRF token; bearer calls need not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, TypeVar
+
+from flask import Flask, current_app, g, request, session
+
+from shared.users import Role
+from webui import csrf
+from webui.errors import HttpProblem
+from webui.services import services
+
+__all__ = [
+    "AuthMethod",
+    "Principal",
+    "current_principal",
+    "init_app",
+    "public",
+    "required_role",
+    "requires",
+    "sign_in_session",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_PUBLIC_ENDPOINTS = frozenset({"static"})
+_SESSION_USER = "user"
+
+
+class AuthMethod(str, Enum):
+    SESSION = "session"
+    TOKEN = "token"  # noqa: S105
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller of this request."""
+
+    name: str
+    role: Role
+    method: AuthMethod
+
+
+def requires(role: Role) -> Callable[[F], F]:
+    """Marks a view as needing `role` (or a role that includes it)."""
+
+    def mark(view: F) -> F:
+        view.required_role = role  # type: ignore[attr-defined]
+        return view
+
+    return mark
+
+
+def public(view: F) -> F:
+    """Marks a view that answers without authentication (sign-in, health)."""
+    view.public = True  # type: ignore[attr-defined]
+    return view
+
+
+def required_role(view: Callable[..., Any]) -> Role | None:
+    """The role a view needs; None for a public view."""
+    if getattr(view, "public", False):
+        return None
+    role: Role = getattr(view, "required_role", Role.OPERATOR)
+    return role
+
+
+def current_principal() -> Principal:
+    principal: Principal | None = g.get("principal")
+    if principal is None:
+        raise HttpProblem(401, "unauthorized", "sign in or send a bearer token")
+    return principal
+
+
+def sign_in_session(username: str) -> None:
+    """Starts a fresh session for `username` (no session fixation) with a new CSRF token."""
+    session.clear()
+    session[_SESSION_USER] = username
+    session.permanent = True
+    csrf.rotate()
+
+
+def _bearer_principal(header: str) -> Principal:
+    scheme, _, token = header.partition(" ")
+    found = services().tokens.lookup(token.strip()) if scheme.lower() == "bearer" else None
+    if found is None:
+        raise HttpProblem(
+            401,
+            "unauthorized",
+            "the bearer token is unknown or revoked",
+            headers={"WWW-Authenticate": 'Bearer realm="signoff", error="invalid_token"'},
+        )
+    return Principal(found.name, found.role, AuthMethod.TOKEN)
+
+
+def _session_principal() -> Principal | None:
+    username = session.get(_SESSION_USER)
+    if not isinstance(username, str):
+        return None
+    if not services().users.exists(username):
+        session.clear()  # the account was removed: its sessions end
+        return None
+    return Principal(username, Role.OPERATOR, AuthMethod.SESSION)
+
+
+def _principal() -> Principal | None:
+    header = request.headers.get("Authorization")
+    if header:
+        return _bearer_principal(header)
+    return _session_principal()
+
+
+def _authenticate() -> None:
+    view = current_app.view_functions.get(request.endpoint or "")
+    if view is None:
+        return  # no such route: 404/405 as usual
+    principal = _principal()
+    g.principal = principal
+    role = None if request.endpoint in _PUBLIC_ENDPOINTS else required_role(view)
+    if role is not None and principal is None:
+        raise HttpProblem(
+            401,
+            "unauthorized",
+            "sign in or send a bearer token",
+            headers={"WWW-Authenticate": 'Bearer realm="signoff"'},
+        )
+    if principal is None or principal.method is AuthMethod.SESSION:
+        csrf.protect()
+    if role is not None and principal is not None and not principal.role.allows(role):
+        raise HttpProblem(
+            403,
+            "forbidden",
+            f"this needs the {role.value} role; the caller has {principal.role.value}",
+        )
+
+
+def init_app(app: Flask) -> None:
+    app.before_request(_authenticate)

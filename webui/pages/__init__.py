@@ -1,0 +1,40 @@
+"""Operator pages: server-rendered, autoescaped (model output is untrusted), a little JS."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint
+
+from shared.errors import StorageError
+from webui.pages import approvals, conversations, session, usage
+from webui.services import services
+
+__all__ = ["blueprint", "pending_approvals", "pretty_json"]
+
+
+def pretty_json(value: Any) -> str:
+    """JSON for people, as a plain string: the template escapes it like any other text."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def pending_approvals() -> str:
+    """The inbox count for the navigation; "?" rather than an error page when Redis fails."""
+    try:
+        return str(services().notifications.count_pending())
+    except StorageError:
+        return "?"
+
+
+def _globals() -> dict[str, Any]:
+    return {"pending_approvals": pending_approvals}
+
+
+def blueprint() -> Blueprint:
+    pages = Blueprint("pages", __name__)
+    pages.app_context_processor(_globals)
+    for section in (session, conversations, approvals, usage):
+        pages.register_blueprint(section.blueprint())
+    pages.add_app_template_filter(pretty_json, "pretty_json")
+    return pages

@@ -1,0 +1,104 @@
+"""The conversations list and the live view of one conversation (abort, close, prompt)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
+
+from shared.client import Conversation
+from shared.errors import SignoffError
+from shared.events import ConversationStatus
+from shared.users import Role
+from webui.auth import requires
+from webui.listing import list_conversations
+from webui.params import enum_param, int_param
+from webui.readers import read_history_page, read_usage
+from webui.services import services
+
+__all__ = ["blueprint"]
+
+PAGE_SIZE = 25
+HISTORY_PAGE = 200
+
+
+@requires(Role.VIEWER)
+def home() -> ResponseReturnValue:
+    return redirect(url_for(".index"))
+
+
+@requires(Role.VIEWER)
+def index() -> ResponseReturnValue:
+    status = enum_param("status", ConversationStatus)
+    page = list_conversations(
+        services().store,
+        offset=int_param("offset", 0, low=0, high=10**9),
+        limit=PAGE_SIZE,
+        status=status,
+    )
+    return render_template(
+        "conversations.html", page=page, status=status, statuses=list(ConversationStatus)
+    )
+
+
+@requires(Role.VIEWER)
+def view(cid: str) -> ResponseReturnValue:
+    svc = services()
+    record = svc.store.get(cid)
+    # The last event id is read before the history: the page's stream replays from it,
+    # so nothing written in between is missed (steps seen twice are skipped by index).
+    last_event_id = svc.events.last_id(cid)
+    offset = request.args.get("offset")
+    page = read_history_page(
+        svc.redis,
+        svc.keys,
+        cid,
+        offset=None if offset is None else int_param("offset", 0, low=0, high=10**9),
+        limit=HISTORY_PAGE,
+    )
+    return render_template(
+        "conversation.html",
+        record=record,
+        page=page,
+        usage=read_usage(svc.redis, svc.keys, cid),
+        last_event_id=last_event_id,
+        history_page_size=HISTORY_PAGE,
+    )
+
+
+def _act(cid: str, action: Callable[[Conversation], object], done: str) -> ResponseReturnValue:
+    """Runs a form's action; a refusal (closed, empty prompt...) is shown, not an error page."""
+    conversation = services().client.conversation(cid)
+    try:
+        action(conversation)
+        flash(done, "info")
+    except SignoffError as exc:
+        flash(exc.message, "error")
+    return redirect(url_for(".view", cid=cid))
+
+
+@requires(Role.SUBMITTER)
+def abort(cid: str) -> ResponseReturnValue:
+    return _act(cid, Conversation.abort, "Abort requested: the running turn and queued ones end.")
+
+
+@requires(Role.SUBMITTER)
+def close(cid: str) -> ResponseReturnValue:
+    return _act(cid, Conversation.close, "Conversation closed: it takes no more prompts.")
+
+
+@requires(Role.SUBMITTER)
+def prompt(cid: str) -> ResponseReturnValue:
+    text = request.form.get("text", "")
+    return _act(cid, lambda conversation: conversation.send(text), "Prompt queued.")
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("conversations", __name__)
+    bp.add_url_rule("/", view_func=home)
+    bp.add_url_rule("/conversations", view_func=index)
+    bp.add_url_rule("/conversations/<id:cid>", view_func=view)
+    for name, func in (("abort", abort), ("close", close), ("prompts", prompt)):
+        bp.add_url_rule(f"/conversations/<id:cid>/{name}", view_func=func, methods=["POST"])
+    return bp
