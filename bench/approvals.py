@@ -23,13 +23,20 @@ ROOT = Path(__file__).resolve().parent.parent
 PARKED = 10_000
 LATENCY_SAMPLES = 200
 ASK = {"send_email": "ask", "write_file": "ask"}
-EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Report", "body": "Numbers attached."}'
+EMAIL = (
+    'call send_email {"to": "ops@example.com", "subject": "Report", "body": "Numbers attached."}'
+)
 WRITE = 'call write_file {"path": "notes.txt", "content": "draft"}'
 
 
 def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen([sys.executable, "-m", "worker", "worker"], cwd=ROOT,
-                               env={**os.environ, **env}, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "worker", "worker"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
     while "ready." not in log.read_text(errors="replace"):
         if process.poll() is not None:
             raise RuntimeError(log.read_text())
@@ -83,6 +90,7 @@ def _latencies(client: Client, url: str) -> list[float]:
 
 def _memory(client: Client) -> tuple[float, float]:
     """Bytes per parked conversation, and per completed one-turn conversation (the baseline)."""
+
     def used() -> int:
         return int(client.redis.info("memory")["used_memory"])
 
@@ -102,15 +110,28 @@ def run() -> dict[str, float]:
     logs = Path("/tmp") / f"signoff-bench-{uuid.uuid4().hex[:6]}"
     logs.mkdir()
     with EmbeddedRedis() as server:
-        env = {"SIGNOFF_REDIS_URL": server.url, "SIGNOFF_KEY_PREFIX": "benchap", "PYTHONPATH": str(ROOT)}
+        env = {
+            "SIGNOFF_REDIS_URL": server.url,
+            "SIGNOFF_KEY_PREFIX": "benchap",
+            "PYTHONPATH": str(ROOT),
+        }
         worker = _worker(env, logs / "worker.log")
         try:
             with Client(Settings(redis_url=server.url, key_prefix="benchap")) as client:
                 latencies = [value * 1000 for value in _latencies(client, server.url)]
                 per_parked, per_completed = _memory(client)
-                pages = [timed(lambda: client.notifications.pending(tool="send_email", offset=2000, limit=50))
-                         for _ in range(50)]
-                total = [timed(lambda: client.notifications.pending(offset=5000, limit=50)) for _ in range(50)]
+                pages = [
+                    timed(
+                        lambda: client.notifications.pending(
+                            tool="send_email", offset=2000, limit=50
+                        )
+                    )
+                    for _ in range(50)
+                ]
+                total = [
+                    timed(lambda: client.notifications.pending(offset=5000, limit=50))
+                    for _ in range(50)
+                ]
                 page = client.notifications.pending(tool="send_email", offset=2000, limit=50)
                 assert len(page) == 50 and all(n.tool_name == "send_email" for n in page)
         finally:
@@ -118,7 +139,9 @@ def run() -> dict[str, float]:
             worker.wait(timeout=30)
     p50, p99 = median(latencies), percentile(latencies, 0.99)
     page_ms, all_ms = median(pages) * 1000, median(total) * 1000
-    write_section("approvals", f"""
+    write_section(
+        "approvals",
+        f"""
 ## Approvals (`python -m bench approvals`)
 
 A real worker (thread pool, concurrency 8) and a private redis-server. Machine: {machine()}.
@@ -148,9 +171,15 @@ entries), against 1,000 completed one-turn conversations measured in the same ru
 |---|---|---|
 | filtered by tool, offset 2,000 | **{page_ms:.1f} ms** | 50 ms |
 | unfiltered, offset 5,000 (baseline) | {all_ms:.1f} ms | |
-""")
-    return {"p50_ms": p50, "p99_ms": p99, "bytes_parked": per_parked, "bytes_completed": per_completed,
-            "page_ms": page_ms}
+""",
+    )
+    return {
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "bytes_parked": per_parked,
+        "bytes_completed": per_completed,
+        "page_ms": page_ms,
+    }
 
 
 if __name__ == "__main__":

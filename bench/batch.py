@@ -29,9 +29,25 @@ def peak_rss_mb(pid: int) -> float:
 
 
 def _bare(env: dict[str, str], logs: Path) -> tuple[float, float]:
-    worker = _start([sys.executable, "-m", "celery", "-A", "bench.noop_app", "worker", "--pool=threads",
-                     f"--concurrency={CONCURRENCY}", "-Q", "bench.noop", "--without-gossip",
-                     "--without-mingle", "--loglevel=INFO"], env, logs / "noop-batch.log")
+    worker = _start(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "bench.noop_app",
+            "worker",
+            "--pool=threads",
+            f"--concurrency={CONCURRENCY}",
+            "-Q",
+            "bench.noop",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel=INFO",
+        ],
+        env,
+        logs / "noop-batch.log",
+    )
     try:
         from bench import noop_app
 
@@ -51,15 +67,32 @@ def _signoff(env: dict[str, str], logs: Path) -> tuple[float, float, float]:
     source = logs / "prompts.jsonl"
     with source.open("w") as sink:
         for i in range(PROMPTS):
-            sink.write(json.dumps({"id": f"p{i}", "prompt": f"Summarise item {i} in one line."}) + "\n")
-    worker = _start([sys.executable, "-m", "worker", "worker"],
-                    {**env, "SIGNOFF_WORKER_CONCURRENCY": str(CONCURRENCY)}, logs / "signoff-batch.log")
+            sink.write(
+                json.dumps({"id": f"p{i}", "prompt": f"Summarise item {i} in one line."}) + "\n"
+            )
+    worker = _start(
+        [sys.executable, "-m", "worker", "worker"],
+        {**env, "SIGNOFF_WORKER_CONCURRENCY": str(CONCURRENCY)},
+        logs / "signoff-batch.log",
+    )
     try:
         started = time.perf_counter()
-        cli = subprocess.Popen([str(Path(sys.executable).with_name("signoff")), "batch", "run", str(source),
-                                "--out", str(logs / "results.jsonl"), "--max-concurrency", "32"],
-                               cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                               stderr=(logs / "cli.log").open("wb"))
+        cli = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("signoff")),
+                "batch",
+                "run",
+                str(source),
+                "--out",
+                str(logs / "results.jsonl"),
+                "--max-concurrency",
+                "32",
+            ],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=(logs / "cli.log").open("wb"),
+        )
         cli_peak = 0.0
         while cli.poll() is None:
             cli_peak = max(cli_peak, _safe_peak(cli.pid))
@@ -84,12 +117,18 @@ def run() -> dict[str, float]:
     logs = Path("/tmp") / f"signoff-bench-{uuid.uuid4().hex[:6]}"
     logs.mkdir()
     with EmbeddedRedis() as server:
-        env = {"SIGNOFF_REDIS_URL": server.url, "SIGNOFF_KEY_PREFIX": "benchbatch",
-               "SIGNOFF_SCRIPTED_TOKEN_DELAY_MS": "0", "PYTHONPATH": str(ROOT)}
+        env = {
+            "SIGNOFF_REDIS_URL": server.url,
+            "SIGNOFF_KEY_PREFIX": "benchbatch",
+            "SIGNOFF_SCRIPTED_TOKEN_DELAY_MS": "0",
+            "PYTHONPATH": str(ROOT),
+        }
         os.environ.update(env)
         bare_rate, bare_mb = _bare(env, logs)
         rate, worker_mb, cli_mb = _signoff(env, logs)
-    write_section("batch", f"""
+    write_section(
+        "batch",
+        f"""
 ## Batches: 10,000 prompts (`python -m bench batch`)
 
 `signoff batch run` with a {PROMPTS:,}-line file on the scripted model at zero delay (each prompt its own
@@ -103,9 +142,15 @@ Machine: {machine()}.
 |---|---|---|---|---|
 | bare Celery no-op tasks (baseline) | {bare_rate:.0f} | 1.00 | {bare_mb:.0f} MB | |
 | Signoff batch | {rate:.0f} | {rate / bare_rate:.2f} | {worker_mb:.0f} MB ({worker_mb / bare_mb:.2f}x) | {cli_mb:.0f} MB |
-""")
-    return {"bare_per_s": bare_rate, "batch_per_s": rate, "worker_mb": worker_mb, "cli_mb": cli_mb,
-            "bare_worker_mb": bare_mb}
+""",
+    )
+    return {
+        "bare_per_s": bare_rate,
+        "batch_per_s": rate,
+        "worker_mb": worker_mb,
+        "cli_mb": cli_mb,
+        "bare_worker_mb": bare_mb,
+    }
 
 
 if __name__ == "__main__":

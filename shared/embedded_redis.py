@@ -44,7 +44,8 @@ class EmbeddedRedis:
         self, *, port: int | None = None, data_dir: Path | None = None, appendonly: bool = False
     ) -> None:
         self.port = port or free_port()
-        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="signoff-redis-"))
+        # absolute: redis-server changes into its data directory before opening the log
+        self.data_dir = (data_dir or Path(tempfile.mkdtemp(prefix="signoff-redis-"))).resolve()
         self.appendonly = appendonly
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -30,6 +30,7 @@ def cli() -> None:
 
 
 def main() -> None:
-    from shared.cli import batch, conversations, processes  # noqa: F401
+    # importing the command modules registers their commands on `cli`
+    from shared.cli import approvals, batch, chat, conversations, doctor, processes, users  # noqa: F401  # noqa: F401
 
     cli()

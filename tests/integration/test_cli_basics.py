@@ -71,3 +71,21 @@ def test_signoff_worker_command_runs_turns(stack_env: dict[str, str], client: Cl
         worker.process.send_signal(signal.SIGTERM)
         worker.process.wait(timeout=20)
     assert worker.process.returncode == 0
+
+
+def test_user_add_and_token_create(stack_env: dict[str, str], client: Client) -> None:
+    from shared.users import Role, TokenStore, UserStore
+
+    added = subprocess.run(
+        [SIGNOFF, "user", "add", "olivia", "--password", "a-long-passphrase"],
+        env={**os.environ, **stack_env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert added.returncode == 0 and "olivia" in added.stdout
+    assert UserStore(client.redis, client.keys).verify("olivia", "a-long-passphrase")
+    created = run_cli(stack_env, "token", "create", "ci", "--role", "submitter")
+    token = created.stdout.strip()
+    found = TokenStore(client.redis, client.keys).lookup(token)
+    assert found is not None and found.role is Role.SUBMITTER
