@@ -247,7 +247,7 @@ def test_rate_limit_holds_across_two_workers(limited_env: dict[str, str]) -> Non
     assert span_s >= 3.5  # 10 calls at 2 per second with a burst of 2
     for i, start in enumerate(starts):
         in_window = [s for s in starts[i:] if s - start < 1000]
-        assert len(in_window) <= 3
+        assert len(in_window) <= 4  # a token bucket allows its burst plus a second's refill
 
 
 def first_model_event_ms(client: Client, cid: str) -> int:

@@ -97,8 +97,8 @@ def test_store_matches_reference(backend: redis.Redis, ops: list, limit: int | N
         assert_same(store, reference)
 
 
-def test_default_limit_is_ten_thousand(fake_redis: redis.Redis) -> None:
-    store = HistoryStore(fake_redis, KEYS, "c1")
+def test_default_limit_is_ten_thousand(real_redis: redis.Redis) -> None:
+    store = HistoryStore(real_redis, KEYS, "c1")
     step = Step(type=StepType.TEXT_RESPONSE, source=StepSource.MODEL, content="x")
     store.append(*([step] * 10_005))
     snapshot = store.snapshot()

@@ -86,6 +86,6 @@ def test_steps_page_reads_a_slice(real_redis: redis.Redis, keys: KeySpace) -> No
 
 
 def test_unreachable_redis_is_a_storage_error(keys: KeySpace) -> None:
-    dead = redis.Redis(port=1, socket_connect_timeout=0.2, decode_responses=True)
+    dead = redis.Redis(port=1, socket_connect_timeout=0.2, decode_responses=True, retry=None)
     with pytest.raises(StorageError, match="writing history of conversation c"):
         HistoryStore(dead, keys, "c").append(step(1))
