@@ -202,7 +202,26 @@ class NotificationStore:
         note = self.get(nid)
         decision = self._validated(note, resolution)
         self._cas(note, NotificationStatus.RESOLVED, decision, actor)
+        if isinstance(decision, Allow) and decision.sticky:
+            self._allow_siblings(note, decision.sticky, actor)
         return self.get(nid)
+
+    def _allow_siblings(self, note: Notification, scope: str, actor: str) -> None:
+        """A sticky allow also settles what already waits for the same tool in its scope."""
+        scope_filter = (
+            {"batch_id": note.batch_id}
+            if scope == "batch"
+            else {"conversation_id": note.conversation_id}
+        )
+        for sibling in self.pending(tool=note.tool_name, limit=10_000, **scope_filter):
+            if sibling.id == note.id or sibling.tool_name != note.tool_name:
+                continue
+            try:
+                self._cas(
+                    sibling, NotificationStatus.RESOLVED, Allow(), f"{actor} (sticky {scope})"
+                )
+            except Conflict:
+                continue
 
     def expire(self, nid: str) -> bool:
         """Resolves an overdue notification as denied, reason "expired"; False if not pending."""

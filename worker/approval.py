@@ -43,7 +43,7 @@ class Decision:
     run_with: ToolCall | None = None
     outcome: ToolOutcome | None = None
     denied: bool = False
-    sticky: bool = False
+    sticky: str | None = None  # "conversation" or "batch": allow this tool from now on
 
 
 def decision_for(leg: Leg, call: ToolCall) -> Decision | None:
@@ -73,7 +73,7 @@ def _allowed(call: ToolCall, allow: Allow) -> Decision:
     run_with = (
         call if allow.arguments is None else call.model_copy(update={"args": allow.arguments})
     )
-    return Decision(run_with=run_with, sticky=allow.sticky == "conversation")
+    return Decision(run_with=run_with, sticky=allow.sticky)
 
 
 def park(leg: Leg, registry: ToolRegistry, call: ToolCall) -> None:

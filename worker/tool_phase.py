@@ -33,8 +33,13 @@ class ToolPhase(str, Enum):
     PARKED = "parked"
 
 
-def policy_for(leg: Leg, registry: ToolRegistry, name: str) -> ToolPolicy | None:
-    """The policy for a tool in this conversation, or None when it is not enabled."""
+def policy_for(
+    leg: Leg, registry: ToolRegistry, name: str, *, for_call: bool = False
+) -> ToolPolicy | None:
+    """The policy for a tool in this conversation, or None when it is not enabled.
+
+    `for_call`: deciding about an actual call, so a batch-wide allow is read too.
+    """
     config = leg.config
     if config.tools is not None and name not in config.tools:
         return None
@@ -44,9 +49,18 @@ def policy_for(leg: Leg, registry: ToolRegistry, name: str) -> ToolPolicy | None
         return ToolPolicy.ASK  # a question for a person is never answered automatically
     if config.allow_all or leg.flags.get(f"allow:{name}") == "1":
         return ToolPolicy.AUTO
-    if config.tools is not None:
-        return config.tools[name]
-    return registry.get(name).policy
+    policy = config.tools[name] if config.tools is not None else registry.get(name).policy
+    if for_call and policy is ToolPolicy.ASK and _allowed_for_batch(leg, name):
+        return ToolPolicy.AUTO
+    return policy
+
+
+def _allowed_for_batch(leg: Leg, name: str) -> bool:
+    """Whether an operator allowed this tool for the rest of the conversation's batch."""
+    batch_id = leg.config.batch_id
+    if not batch_id:
+        return False
+    return leg.client.hget(leg.keys.batch(batch_id), f"allow:{name}") == "1"
 
 
 def run_pending_tools(leg: Leg, registry: ToolRegistry) -> ToolPhase:
@@ -69,7 +83,7 @@ def run_pending_tools(leg: Leg, registry: ToolRegistry) -> ToolPhase:
 
 def _needs_person(leg: Leg, registry: ToolRegistry, call: ToolCall) -> bool:
     within_limit = leg.checkpoint.tool_calls < leg.config.limits.max_tool_calls
-    return within_limit and policy_for(leg, registry, call.name) is ToolPolicy.ASK
+    return within_limit and policy_for(leg, registry, call.name, for_call=True) is ToolPolicy.ASK
 
 
 def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: Decision) -> None:
@@ -79,9 +93,11 @@ def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: D
         assert decision.run_with is not None
         outcome = _run_once(leg, registry, decision.run_with)
     conversation = {"parked_on": ""}
-    if decision.sticky:
+    if decision.sticky == "conversation":
         conversation[f"allow:{call.name}"] = "1"
         leg.flags[f"allow:{call.name}"] = "1"
+    elif decision.sticky == "batch" and leg.config.batch_id:
+        leg.client.hset(leg.keys.batch(leg.config.batch_id), f"allow:{call.name}", "1")
     _write_result(
         leg, decision.run_with or call, outcome, denied=decision.denied, resumed=conversation
     )

@@ -255,3 +255,36 @@ def first_model_event_ms(client: Client, cid: str) -> int:
         if isinstance(event, StepEvent) and event.step.thinking_delta:
             return int((event.id or "0-0").split("-")[0])
     raise AssertionError(f"no model output in {cid}")
+
+
+def test_sticky_allow_covers_the_rest_of_the_batch(
+    stack_env: dict[str, str], client: Client
+) -> None:
+    from shared.batches import BatchConfig, BatchLine
+    from shared.config import ConversationConfig
+    from shared.content import Content
+
+    store = batches(client)
+    config = BatchConfig(
+        conversation=ConversationConfig(tools={"calculator": "ask"}), max_concurrency=1
+    )
+    bid = store.create(config)
+    lines = [
+        BatchLine(i, f"calc-{i}", Content.from_text(f'call calculator {{"expression": "{i}+1"}}'))
+        for i in range(1, 4)
+    ]
+    store.submit(bid, lines)
+    store.finish_submission(bid)
+    deadline = time.monotonic() + 20
+    while not client.notifications.pending(batch_id=bid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    note = client.notifications.pending(batch_id=bid)[0]
+    client.resolve_notification(note.id, Allow(sticky="batch"), actor="operator")
+    while store.info(bid).status is not BatchStatus.DONE and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.info(bid).counts[BatchState.DONE] == 3
+    assert client.notifications.count_pending(batch_id=bid) == 0
+    texts = [r["text"] for r in store.results(bid)]
+    assert all("calculator returned" in t for t in texts)
+    actors = {e["actor"] for e in client.notifications.audit(count=50) if e["tool"] == "calculator"}
+    assert "operator" in actors and actors <= {"operator", "operator (sticky batch)"}
