@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.approvals import Allow, Submit
+from shared.approvals import Allow
 from shared.batches import BatchState, BatchStatus, BatchStore
 from shared.client import Client
 from shared.embedded_redis import EmbeddedRedis
@@ -48,16 +48,27 @@ def batches(client: Client) -> BatchStore:
     return BatchStore(client.redis, client.keys, client.settings, client.tasks)
 
 
-def resolve_while(client: Client, stop: threading.Event, batch_hint: list[str]) -> None:
-    """An operator: resolves every pending notification as it appears."""
+def resolve_while(client: Client, stop: threading.Event, resolved: list[str]) -> None:
+    """An operator using the JSON API: resolves every pending notification as it appears."""
+    from shared.users import TokenStore
+    from webui import create_app
+
+    token = TokenStore(client.redis, client.keys).create("operator-bot", "operator")
+    api = create_app(client.settings).test_client()
+    headers = {"Authorization": f"Bearer {token}"}
     while not stop.is_set():
-        for note in client.notifications.pending(limit=100):
-            resolution = Submit(content={"answer": "forty-two"}) if note.question else Allow()
-            try:
-                client.resolve_notification(note.id, resolution, actor="operator")
-            except Exception:
-                continue
-            batch_hint.append(note.batch_id or "")
+        for note in api.get("/api/v1/notifications?limit=100", headers=headers).get_json()["items"]:
+            body = (
+                {"kind": "submit", "content": {"answer": "forty-two"}}
+                if note["question"]
+                else {"kind": "allow"}
+            )
+            answer = api.post(
+                f"/api/v1/notifications/{note['id']}/resolve", json=body, headers=headers
+            )
+            assert answer.status_code in (200, 409), answer.get_json()
+            if answer.status_code == 200:
+                resolved.append(note["batch_id"])
         time.sleep(0.05)
 
 
