@@ -10,57 +10,12 @@ import time
 import uuid
 from pathlib import Path
 
-import redis
-
-from bench.common import machine, write_section
-from bench.throughput import CONCURRENCY, _start, _stop
+from bench.common import machine, peak_rss_mb, write_section
+from bench.throughput import CONCURRENCY, _start, _stop, bare_celery
 from shared.embedded_redis import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = 10_000
-
-
-def peak_rss_mb(pid: int) -> float:
-    """The process's high-water mark of resident memory (VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _bare(env: dict[str, str], logs: Path) -> tuple[float, float]:
-    worker = _start(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "bench.noop_app",
-            "worker",
-            "--pool=threads",
-            f"--concurrency={CONCURRENCY}",
-            "-Q",
-            "bench.noop",
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel=INFO",
-        ],
-        env,
-        logs / "noop-batch.log",
-    )
-    try:
-        from bench import noop_app
-
-        key = f"bench:noop:{uuid.uuid4().hex}"
-        counter = redis.Redis.from_url(env["SIGNOFF_REDIS_URL"])
-        started = time.perf_counter()
-        for _ in range(PROMPTS):
-            noop_app.noop.delay(key)
-        while int(counter.get(key) or 0) < PROMPTS:
-            time.sleep(0.01)
-        return PROMPTS / (time.perf_counter() - started), peak_rss_mb(worker.pid)
-    finally:
-        _stop(worker)
 
 
 def _signoff(env: dict[str, str], logs: Path) -> tuple[float, float, float]:
@@ -124,7 +79,7 @@ def run() -> dict[str, float]:
             "PYTHONPATH": str(ROOT),
         }
         os.environ.update(env)
-        bare_rate, bare_mb = _bare(env, logs)
+        bare_rate, bare_mb = bare_celery(env, logs, PROMPTS)
         rate, worker_mb, cli_mb = _signoff(env, logs)
     write_section(
         "batch",

@@ -53,6 +53,14 @@ def timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+def peak_rss_mb(pid: int) -> float:
+    """A process's high-water mark of resident memory (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def machine() -> str:
     return f"{platform.machine()}, Python {platform.python_version()}, {platform.system()}"
 

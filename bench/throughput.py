@@ -11,7 +11,7 @@ from pathlib import Path
 
 import redis
 
-from bench.common import machine, write_section
+from bench.common import machine, peak_rss_mb, write_section
 from shared.chunks import filter_chunks
 from shared.client import Client
 from shared.embedded_redis import EmbeddedRedis
@@ -48,7 +48,8 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=30)
 
 
-def _bare_celery(env: dict[str, str], logs: Path) -> float:
+def bare_celery(env: dict[str, str], logs: Path, tasks: int = TURNS) -> tuple[float, float]:
+    """Bare Celery no-op tasks per second (same Redis, pool, concurrency) and the worker's peak MB."""
     worker = _start(
         [
             sys.executable,
@@ -66,7 +67,7 @@ def _bare_celery(env: dict[str, str], logs: Path) -> float:
             "--loglevel=INFO",
         ],
         env,
-        logs / "noop.log",
+        logs / f"noop-{tasks}.log",
     )
     try:
         from bench import noop_app
@@ -74,11 +75,11 @@ def _bare_celery(env: dict[str, str], logs: Path) -> float:
         key = f"bench:noop:{uuid.uuid4().hex}"
         counter = redis.Redis.from_url(env["SIGNOFF_REDIS_URL"])
         started = time.perf_counter()
-        for _ in range(TURNS):
+        for _ in range(tasks):
             noop_app.noop.delay(key)
-        while int(counter.get(key) or 0) < TURNS:
+        while int(counter.get(key) or 0) < tasks:
             time.sleep(0.005)
-        return TURNS / (time.perf_counter() - started)
+        return tasks / (time.perf_counter() - started), peak_rss_mb(worker.pid)
     finally:
         _stop(worker)
 
@@ -122,7 +123,7 @@ def run() -> dict[str, float]:
             "PYTHONPATH": str(ROOT),
         }
         os.environ.update(env)
-        bare = _bare_celery(env, logs)
+        bare, _ = bare_celery(env, logs)
         coalesced, chunks, tokens = _signoff(env, logs, 20)
         per_delta, delta_chunks, _ = _signoff(env, logs, 0)
     ratio, ratio_each = coalesced / bare, per_delta / bare
