@@ -165,6 +165,18 @@ class KeySpace:
         """HASH: item id -> conversation id, so a resubmitted item is recognised."""
         return self._batch(bid, "ids")
 
+    def users(self) -> str:
+        """HASH: username -> operator record (password hash)."""
+        return f"{self.prefix}:users"
+
+    def tokens(self) -> str:
+        """HASH: SHA-256 of an API token -> token record (name, role)."""
+        return f"{self.prefix}:tokens"
+
+    def login_attempts(self, client: str) -> str:
+        """STRING: sign-in attempts of one client address this minute."""
+        return f"{self.prefix}:login:{client}"
+
     def heartbeat(self, process: str) -> str:
         """STRING: when `process` (e.g. `beat`) last showed it is alive; expires when it stops."""
         return f"{self.prefix}:heartbeat:{process}"

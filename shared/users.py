@@ -3,13 +3,6 @@
 Used by the web UI (sign-in, bearer tokens) and by the CLI (`signoff user add`).
 Passwords are stored as werkzeug password hashes (scrypt); a token is stored as its
 SHA-256 digest, and its plain value is returned once, when it is created.
-
-Key names are built here by `_key` under `KeySpace.prefix` until they move into
-shared/keys.py (the only place this module builds one):
-
-    <prefix>:users              HASH username -> UserRecord JSON
-    <prefix>:tokens             HASH sha256(token) -> TokenRecord JSON
-    <prefix>:login:<client>     STRING sign-in attempts of one client this minute
 """
 
 from __future__ import annotations
@@ -45,11 +38,6 @@ _MIN_PASSWORD = 8
 _TOKEN_PREFIX = "so_"  # noqa: S105 (a marker, not a secret)
 _TOKEN_ID_LENGTH = 12
 _LOGIN_WINDOW_S = 60
-
-
-def _key(keys: KeySpace, *parts: str) -> str:
-    """A key of this module under the shared prefix (moves into shared/keys.py later)."""
-    return ":".join((keys.prefix, *parts))
 
 
 class Role(str, Enum):
@@ -118,7 +106,7 @@ class UserStore:
 
     def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
         self.client = client
-        self.key = _key(keys, "users")
+        self.key = keys.users()
 
     def add(self, username: str, password: str) -> None:
         """Creates an account; Conflict when the username is taken."""
@@ -185,7 +173,7 @@ class TokenStore:
 
     def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
         self.client = client
-        self.key = _key(keys, "tokens")
+        self.key = keys.tokens()
 
     def create(self, name: str, role: Role | str) -> str:
         """Stores a new token and returns its plain value: the only time it is seen."""
@@ -239,7 +227,7 @@ class LoginThrottle:
 
     def attempt(self, client_id: str) -> bool:
         """Records one attempt; False when the client is over its limit for this minute."""
-        key = _key(self.keys, "login", _client_key(client_id))
+        key = self.keys.login_attempts(_client_key(client_id))
         with storage_errors("counting sign-in attempts"), self.client.pipeline() as pipe:
             pipe.incr(key)
             pipe.expire(key, _LOGIN_WINDOW_S, nx=True)
