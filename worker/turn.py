@@ -67,30 +67,31 @@ class TurnMachine:
             if leg.slice_used():
                 leg.writer.write(Flush(turn_fields=leg.saved_checkpoint()))
                 return LegOutcome.YIELDED
-            try:
-                if self._advance_phase():
-                    return LegOutcome.FINISHED
-            except _Parked:
-                return LegOutcome.PARKED
+            outcome = self._advance_phase()
+            if outcome is not None:
+                return outcome
 
-    def _advance_phase(self) -> bool:
-        """Runs the current phase; True when the turn has ended."""
+    def _advance_phase(self) -> LegOutcome | None:
+        """Runs the current phase; the leg's outcome when it ends here, else None."""
         phase = self.leg.checkpoint.phase
-        if phase is Phase.START:
-            return self._start()
-        if phase is Phase.COMMAND:
-            return self._command()
-        if phase is Phase.CALL_MODEL:
-            return self._call_model()
         if phase is Phase.RUN_TOOLS:
-            result = run_pending_tools(self.leg, self.registry)
-            if result is ToolPhase.CANCELLED:
-                cancel_turn(self.leg)
-                return True
-            if result is ToolPhase.PARKED:
-                raise _Parked
-            return False
-        return self._after_response()
+            return self._run_tools()
+        if phase is Phase.START:
+            ended = self._start()
+        elif phase is Phase.COMMAND:
+            ended = self._command()
+        elif phase is Phase.CALL_MODEL:
+            ended = self._call_model()
+        else:
+            ended = self._after_response()
+        return LegOutcome.FINISHED if ended else None
+
+    def _run_tools(self) -> LegOutcome | None:
+        result = run_pending_tools(self.leg, self.registry)
+        if result is ToolPhase.CANCELLED:
+            cancel_turn(self.leg)
+            return LegOutcome.FINISHED
+        return LegOutcome.PARKED if result is ToolPhase.PARKED else None
 
     def _start(self) -> bool:
         leg, prompt = self.leg, self.leg.turn.prompt
@@ -348,7 +349,3 @@ class TurnMachine:
         else:
             complete_turn(self.leg)
         return True
-
-
-class _Parked(Exception):
-    """Ends the leg: the turn waits for a person."""
