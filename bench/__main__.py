@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["history", "throughput", "streaming", "approvals", "batch"]
+BENCHMARKS = ["history", "throughput", "streaming", "approvals", "batch", "web"]
 
 
 def main(names: list[str]) -> None:

@@ -105,6 +105,9 @@ return 1
 )
 
 
+_STATUS_SCAN_CHUNK = 500
+
+
 def new_id() -> str:
     """A short random id, safe in keys and URLs."""
     return uuid.uuid4().hex[:20]
@@ -298,6 +301,51 @@ class ConversationStore:
     def count(self) -> int:
         with storage_errors("counting conversations"):
             return int(self.client.zcard(self.keys.conversations()))
+
+    def ids_by_status(
+        self, status: ConversationStatus, *, offset: int = 0, limit: int = 50
+    ) -> tuple[list[str], bool]:
+        """Ids in `status`, newest first, and whether more follow.
+
+        Walks the index a chunk at a time (one round trip per chunk for the statuses),
+        so a page costs what it skips, not what the whole index holds.
+        """
+        matched: list[str] = []
+        position = 0
+        while len(matched) <= offset + limit:
+            chunk = self.ids(offset=position, limit=_STATUS_SCAN_CHUNK)
+            if not chunk:
+                break
+            found = self.statuses(chunk)
+            matched += [cid for cid, s in zip(chunk, found, strict=True) if s is status]
+            position += len(chunk)
+        return matched[offset : offset + limit], len(matched) > offset + limit
+
+    def statuses(self, ids: list[str]) -> list[ConversationStatus | None]:
+        """The status of each conversation (None for one that is gone), pipelined."""
+        with (
+            storage_errors("reading conversation statuses"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in ids:
+                pipe.hget(self.keys.conversation(cid), "status")
+            found = pipe.execute()
+        return [None if s is None else ConversationStatus(s) for s in found]
+
+    def records(self, ids: list[str]) -> list[ConversationRecord]:
+        """The records of `ids` in one round trip, leaving out any that are gone."""
+        with (
+            storage_errors("reading conversations"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in ids:
+                self.queue_get(pipe, cid)
+            results = pipe.execute()
+        return [
+            self.parse_get(cid, results[2 * i : 2 * i + 2])
+            for i, cid in enumerate(ids)
+            if results[2 * i]
+        ]
 
     def _emit_args(self, cid: str) -> list[Any]:
         return [

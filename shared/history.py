@@ -25,8 +25,10 @@ from shared.steps import USAGE_FIELDS, Step, StepSource, StepType, UsageMetadata
 
 __all__ = [
     "HISTORY_WRITE_LUA",
+    "HistoryPage",
     "HistorySnapshot",
     "HistoryStore",
+    "UsageSummary",
     "history_args",
     "response_text",
     "structured_output",
@@ -148,6 +150,27 @@ class HistorySnapshot:
     @property
     def turn_count(self) -> int:
         return len(self.turn_start_indices)
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """Retained steps `offset`..`offset + len(steps)`; indices are relative to retained steps."""
+
+    steps: list[Step]
+    offset: int
+    total: int
+    trimmed: int
+    turn_start_indices: list[int]
+    compaction_indices: list[int]
+
+
+@dataclass(frozen=True)
+class UsageSummary:
+    """Cumulative usage, the last turn's usage (None before any turn), and the turn count."""
+
+    total: UsageMetadata
+    last_turn: UsageMetadata | None
+    turn_count: int
 
 
 class HistoryStore:
@@ -273,6 +296,47 @@ class HistoryStore:
         with storage_errors(f"reading history of conversation {self.conversation_id}"):
             first, raw_steps = _SINCE(self.client, self._keys[:2], [position])
         return [self._parse(raw, int(first) + i) for i, raw in enumerate(raw_steps)]
+
+    def page(self, offset: int | None, limit: int) -> HistoryPage:
+        """A page of retained steps from `offset`, or the last `limit` steps when it is None.
+
+        One MULTI/EXEC, so the steps, the total and the indices agree.
+        """
+        steps_key, meta_key, turns_key, compactions_key, _ = self._keys
+        start, stop = (-limit, -1) if offset is None else (offset, offset + limit - 1)
+        with (
+            storage_errors(f"reading history of conversation {self.conversation_id}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
+            pipe.hget(meta_key, "trimmed")
+            pipe.llen(steps_key)
+            pipe.lrange(steps_key, start, stop)
+            pipe.lrange(turns_key, 0, -1)
+            pipe.lrange(compactions_key, 0, -1)
+            trimmed_raw, total_raw, raw_steps, turns, compactions = pipe.execute()
+        trimmed, total = int(trimmed_raw or 0), int(total_raw)
+        first = max(total - limit, 0) if offset is None else offset
+        return HistoryPage(
+            steps=[self._parse(raw, trimmed + first + i) for i, raw in enumerate(raw_steps)],
+            offset=first,
+            total=total,
+            trimmed=trimmed,
+            turn_start_indices=[int(p) - trimmed for p in turns],
+            compaction_indices=[int(p) - trimmed for p in compactions],
+        )
+
+    def usage_summary(self) -> UsageSummary:
+        """Cumulative and last-turn usage and the turn count, in one MULTI/EXEC."""
+        usage_key, turns_key = self._keys[4], self._keys[2]
+        with (
+            storage_errors(f"reading usage of conversation {self.conversation_id}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
+            pipe.hgetall(usage_key)
+            pipe.llen(turns_key)
+            raw, turns = pipe.execute()
+        last_turn = _usage_from(raw, "turn:") if "turn:total_token_count" in raw else None
+        return UsageSummary(_usage_from(raw, ""), last_turn, int(turns))
 
     def length(self) -> int:
         """Retained steps (one LLEN)."""

@@ -80,6 +80,26 @@ class Subscription:
         except queue.Empty:
             return None
 
+    def get_batch(self, timeout_s: float, *, most: int = 64) -> list[LiveEvent]:
+        """The next event and whatever else is already queued (at most `most`), in order.
+
+        Empty after `timeout_s` or once ended. A reader that fell behind catches up with
+        one write for many events instead of one each.
+        """
+        first = self.get(timeout_s)
+        if first is None:
+            return []
+        batch = [first]
+        while len(batch) < most:
+            try:
+                event = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if event is None:  # ended meanwhile
+                break
+            batch.append(event)
+        return batch
+
 
 class Broadcaster:
     """Fans the global live channel out to subscriptions, from one background thread."""

@@ -21,6 +21,7 @@ __all__ = [
     "int_param",
     "json_body",
     "last_event_id",
+    "stream_id_param",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -86,6 +87,18 @@ def last_event_id() -> str | None:
     except InvalidInput as exc:
         raise HttpProblem(400, "bad_parameter", exc.message) from None
     return "0-0" if raw == "0" else raw
+
+
+def stream_id_param(name: str) -> str | None:
+    """A Redis stream id like ``1700000000000-0`` (an entry of the audit log, say)."""
+    raw = request.args.get(name)
+    if not raw:
+        return None
+    try:
+        parse_stream_id(raw)
+    except InvalidInput:
+        raise _bad(name, f"must be an id like 1700000000000-0, got {raw[:30]!r}") from None
+    return raw
 
 
 def json_body(model: type[M]) -> M:

@@ -2,6 +2,12 @@
 
 Built by `create_app` and kept on ``app.extensions["signoff"]``; views reach it
 through `services()`. Nothing here is created at import time.
+
+The Redis client has a small blocking pool: a web process may serve hundreds of
+threads (every SSE client holds one), and each request needs Redis for a few
+hundred microseconds, so threads wait their turn for a connection instead of
+opening one each (redis-py's default pool fails at 100 with "Too many
+connections"). One connection of the pool is the live feed's subscription.
 """
 
 from __future__ import annotations
@@ -12,19 +18,28 @@ from typing import cast
 import redis
 from flask import current_app
 
+from shared.batches import BatchStore
 from shared.client import Client
 from shared.conversations import ConversationStore
 from shared.event_log import EventLog
+from shared.history import HistoryStore
 from shared.keys import KeySpace
 from shared.notifications import NotificationStore
-from shared.redis_client import connect
 from shared.settings import Settings
 from shared.users import LoginThrottle, TokenStore, UserStore
 from webui.broadcast import Broadcaster
 
-__all__ = ["EXTENSION", "Services", "build_services", "services"]
+__all__ = [
+    "EXTENSION",
+    "REDIS_CONNECTIONS",
+    "Services",
+    "build_services",
+    "connect_pool",
+    "services",
+]
 
 EXTENSION = "signoff"
+REDIS_CONNECTIONS = 3  # per web process: the live feed's subscription and two for commands
 
 
 @dataclass
@@ -37,6 +52,7 @@ class Services:
     tokens: TokenStore
     throttle: LoginThrottle
     notifications: NotificationStore
+    batches: BatchStore
     broadcaster: Broadcaster
 
     @property
@@ -47,14 +63,32 @@ class Services:
     def events(self) -> EventLog:
         return self.client.events
 
+    def history(self, cid: str) -> HistoryStore:
+        """The history and usage of one conversation (reads only: no bound applies)."""
+        return HistoryStore(self.redis, self.keys, cid)
+
     def close(self) -> None:
         """Stops the live feed and closes connections (tests; gunicorn just exits)."""
         self.broadcaster.close()
         self.client.close()
 
 
+def connect_pool(settings: Settings, *, max_connections: int = REDIS_CONNECTIONS) -> redis.Redis:
+    """A client whose pool holds at most `max_connections`; a thread waits up to the timeout."""
+    pool = redis.BlockingConnectionPool.from_url(
+        settings.redis_url,
+        max_connections=max_connections,
+        timeout=settings.redis_timeout_s,
+        decode_responses=True,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        health_check_interval=30,
+    )
+    return redis.Redis(connection_pool=pool)
+
+
 def build_services(settings: Settings) -> Services:
-    client = connect(settings)
+    client = connect_pool(settings)
     keys = KeySpace(settings.key_prefix)
     signoff = Client(settings, redis_client=client)
     return Services(
@@ -66,6 +100,7 @@ def build_services(settings: Settings) -> Services:
         tokens=TokenStore(client, keys),
         throttle=LoginThrottle(client, keys, per_minute=settings.login_attempts_per_minute),
         notifications=NotificationStore(client, keys, settings, tasks=signoff.tasks),
+        batches=BatchStore(client, keys, settings, tasks=signoff.tasks),
         broadcaster=Broadcaster(client, keys.live_all(), ready_timeout_s=settings.redis_timeout_s),
     )
 

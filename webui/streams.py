@@ -87,17 +87,22 @@ def _replay(events: EventLog, cid: str, after: str) -> Iterator[EventBase]:
 def _live(sub: Subscription, after: str | None, heartbeat_s: float) -> Iterator[str]:
     """Live events; with `after` (one conversation's stream), only those after it.
 
-    Stream ids only order events of one conversation: the global feed never compares them.
+    Events already queued are sent together, in one write. Stream ids only order
+    events of one conversation: the global feed never compares them.
     """
     while not sub.ended:
-        event = sub.get(heartbeat_s)
-        if event is None:
+        batch = sub.get_batch(heartbeat_s)
+        if not batch:
             if not sub.ended:
                 yield comment("heartbeat")
             continue
-        if after is not None:
-            if not is_after(event.stream_id, after):
-                continue  # already replayed
-            after = event.stream_id
-        yield event.frame
+        frames = []
+        for event in batch:
+            if after is not None:
+                if not is_after(event.stream_id, after):
+                    continue  # already replayed
+                after = event.stream_id
+            frames.append(event.frame)
+        if frames:
+            yield "".join(frames)
     yield comment(f"closed: {sub.ended_reason}; reconnect with Last-Event-ID")

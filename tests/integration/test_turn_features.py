@@ -138,7 +138,9 @@ def test_every_event_carries_ids_and_deltas_come_in_order(client: Client) -> Non
 def test_tool_selection_required_and_none(client: Client) -> None:
     required = client.new_conversation(tools={"get_time": "auto"}, tool_selection="required")
     response = required.chat_to_completion("no directive here")
-    assert [s.tool_calls[0].name for s in response.steps if s.type is StepType.TOOL_CALL] == ["get_time"]
+    assert [s.tool_calls[0].name for s in response.steps if s.type is StepType.TOOL_CALL] == [
+        "get_time"
+    ]
     assert "get_time returned" in response.text
     none = client.new_conversation(allow_all=True, tool_selection="none")
     refused = none.chat_to_completion('call calculator {"expression": "1+1"}')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +19,7 @@ from shared.events import EventBase
 from shared.lua import LuaScript
 from shared.settings import Settings
 from shared.users import Role
+from tests.stack import WorkerProcess
 from webui import create_app
 from webui.services import Services
 
@@ -146,3 +148,54 @@ def new_conversation(http: FlaskClient, headers: dict[str, str], **options: Any)
 @pytest.fixture
 def redis_client(svc: Services) -> redis.Redis:
     return svc.redis
+
+
+@pytest.fixture(scope="module")
+def stack_app(stack_env: dict[str, str], worker: WorkerProcess) -> Iterator[Flask]:
+    """An app on the module's worker's key prefix, so its prompts really run."""
+    settings = Settings(
+        redis_url=stack_env["SIGNOFF_REDIS_URL"],
+        key_prefix=stack_env["SIGNOFF_KEY_PREFIX"],
+        secret_key=SECRET,
+    )
+    app = create_app(settings)
+    yield app
+    services_of(app).close()
+
+
+@pytest.fixture(scope="module")
+def roles(stack_app: Flask) -> dict[Role, dict[str, str]]:
+    """A bearer header per role, on the stack app."""
+    svc = services_of(stack_app)
+    return {role: bearer(svc.tokens.create(f"{role.value} token", role)) for role in Role}
+
+
+def wait_for(probe: Callable[[], Any], what: str, timeout_s: float = 15.0) -> Any:
+    """The first truthy value of `probe`, polled; fails the test after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def submit_batch(
+    http: FlaskClient, headers: dict[str, str], items: list[Any], **body: Any
+) -> dict[str, Any]:
+    response = http.post("/api/v1/batches", json={"items": items, **body}, headers=headers)
+    assert response.status_code == 201, response.text
+    return dict(response.json)
+
+
+def batch_when(
+    http: FlaskClient, headers: dict[str, str], bid: str, done: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The batch's detail once `done` holds for it."""
+
+    def probe() -> dict[str, Any] | None:
+        detail = http.get(f"/api/v1/batches/{bid}", headers=headers).json
+        return detail if done(detail) else None
+
+    return dict(wait_for(probe, f"batch {bid}"))

@@ -1,4 +1,4 @@
-"""/usage, /batches, /openapi.json, and errors when Redis is gone."""
+"""/usage, /openapi.json, and errors when Redis is gone."""
 
 from __future__ import annotations
 
@@ -55,18 +55,6 @@ def test_usage_rejects_bad_ranges(http: FlaskClient, viewer: dict[str, str], que
     assert response.json["error"]["code"] == "bad_parameter"
 
 
-@pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
-@pytest.mark.parametrize("path", ["/api/v1/batches", "/api/v1/batches/b1/results"])
-def test_batches_are_a_placeholder(
-    http: FlaskClient, submitter: dict[str, str], method: str, path: str
-) -> None:
-    response = http.open(path, method=method, headers=submitter)
-    assert response.status_code == 501
-    assert response.json == {
-        "error": {"code": "not_implemented", "message": "batches arrive with the batch issue"}
-    }
-
-
 def test_openapi_lists_every_route(app: Flask, http: FlaskClient, viewer: dict[str, str]) -> None:
     document = http.get("/api/v1/openapi.json", headers=viewer).json
     assert document["openapi"] == "3.1.0"
@@ -80,12 +68,7 @@ def test_openapi_lists_every_route(app: Flask, http: FlaskClient, viewer: dict[s
             operation = paths[path][method.lower()]
             assert operation["responses"], (method, path)
             assert operation["x-required-role"] in {r.value for r in Role}
-            if (
-                method == "POST"
-                and "batches" not in path
-                and "abort" not in path
-                and "close" not in path
-            ):
+            if method == "POST" and not path.endswith(("/abort", "/close", "/cancel")):
                 assert "requestBody" in operation, path
             for status, answer in operation["responses"].items():
                 assert answer["content"], (method, path, status)
@@ -105,6 +88,21 @@ def test_openapi_schemas_resolve(http: FlaskClient, viewer: dict[str, str]) -> N
     events = document["paths"]["/api/v1/conversations/{cid}/events"]["get"]
     assert "text/event-stream" in events["responses"]["200"]["content"]
     assert "NewConversation" in schemas and "ConversationDetail" in schemas
+    results = document["paths"]["/api/v1/batches/{bid}/results"]["get"]
+    assert set(results["responses"]["200"]["content"]) == {"application/x-ndjson"}
+    assert results["x-required-role"] == "viewer"
+    roles = {
+        ("/api/v1/batches", "post"): "submitter",
+        ("/api/v1/batches/{bid}/cancel", "post"): "submitter",
+        ("/api/v1/batches", "get"): "viewer",
+        ("/api/v1/notifications/bulk-resolve", "post"): "operator",
+        ("/api/v1/audit", "get"): "viewer",
+    }
+    for (path, method), role in roles.items():
+        assert document["paths"][path][method]["x-required-role"] == role, path
+    bulk = document["paths"]["/api/v1/notifications/bulk-resolve"]["post"]
+    assert {"200", "409", "422"} <= set(bulk["responses"])
+    assert {"NewBatch", "BatchSubmitted", "BulkResolveBody", "AuditList"} <= set(schemas)
 
 
 def test_redis_gone_is_503(make_app: AppFactory, redis_server: object) -> None:
@@ -115,3 +113,22 @@ def test_redis_gone_is_503(make_app: AppFactory, redis_server: object) -> None:
     response = http.get("/api/v1/conversations", headers=bearer("so_anything"))
     assert response.status_code == 503
     assert response.json["error"]["code"] == "storage_error"
+
+
+def test_threads_wait_for_the_bounded_pool(
+    http: FlaskClient, viewer: dict[str, str], svc: Services
+) -> None:
+    """More concurrent requests than Redis connections: they queue, none fails."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from webui.services import REDIS_CONNECTIONS
+
+    assert svc.redis.connection_pool.max_connections == REDIS_CONNECTIONS
+
+    def one(_: int) -> int:
+        return http.get("/api/v1/conversations", headers=viewer).status_code
+
+    with ThreadPoolExecutor(max_workers=40) as pool:
+        statuses = list(pool.map(one, range(200)))
+    assert statuses == [200] * 200
+    assert len(svc.redis.connection_pool._connections) <= REDIS_CONNECTIONS  # type: ignore[attr-defined]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,70 @@ def test_prompt_from_the_page_completes_and_survives_a_reload(
     page.goto(f"{server.url}/usage")
     expect(page.locator("#usage-chart rect.bar").first).to_be_visible()
     _shot(page, "usage")
+
+
+def _pending_note(api: httpx.Client, cid: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        items = api.get("/api/v1/notifications", params={"conversation_id": cid}).json()["items"]
+        if items:
+            return dict(items[0])
+        time.sleep(0.05)
+    raise AssertionError(f"no notification for conversation {cid}")
+
+
+def test_allow_and_deny_from_the_inbox(page: Page, api: httpx.Client, server: LiveServer) -> None:
+    cid = _new_conversation(api, tools={"calculator": "ask"})
+    sent = api.post(
+        f"/api/v1/conversations/{cid}/prompts",
+        json={"text": 'call calculator {"expression": "6*7"}'},
+    )
+    assert sent.status_code == 202
+    note = _pending_note(api, cid)
+    page.goto(f"{server.url}/approvals?conversation_id={cid}")
+    expect(page.locator("#pending-count")).to_have_text("1")
+    page.click(f"a[href='/approvals/{note['id']}']")
+    expect(page.locator("#tool-call")).to_contain_text('"6*7"')
+    _shot(page, "approval-detail")
+    page.click("#allow-form button[type=submit]")
+    expect(page.locator(".flash-info")).to_contain_text("Resolved: Allow calculator?")
+    expect(page.locator("#inbox-empty")).to_be_visible()
+    page.goto(f"{server.url}/conversations/{cid}")
+    answer = page.locator(".step-text_response > .text").last
+    expect(answer).to_contain_text('"result": 42', timeout=15_000)
+    expect(page.locator("#status .badge")).to_have_text("idle")
+    expect(page.locator("#stream-state")).to_have_attribute("data-state", "open")
+
+    page.fill("#prompt-text", 'call calculator {"expression": "2**64"}')
+    page.click("#prompt-form button[type=submit]")
+    expect(page.locator("#live .turn-end.waiting")).to_contain_text("Allow calculator?")
+    denied = _pending_note(api, cid)
+    page.goto(f"{server.url}/approvals/{denied['id']}")
+    page.fill("#reason", "too big for a demo")
+    page.click("#deny-form button[type=submit]")
+    expect(page.locator(".flash-info")).to_contain_text("Resolved")
+    page.goto(f"{server.url}/conversations/{cid}")
+    last = page.locator(".step-text_response > .text").last
+    expect(last).to_contain_text("calculator was denied", timeout=15_000)
+    expect(last).to_contain_text("too big for a demo")
+    _shot(page, "conversation-denied")
+    turns = api.get(f"/api/v1/conversations/{cid}").json()
+    assert turns["turn_count"] == 2 and turns["status"] == "idle"
+
+
+def test_batch_page_follows_progress(page: Page, api: httpx.Client, server: LiveServer) -> None:
+    items = [{"id": f"s{i}", "prompt": f"slow item {i} #slow"} for i in range(2)]
+    created = api.post("/api/v1/batches", json={"items": items, "config": {"max_concurrency": 1}})
+    assert created.status_code == 201, created.text
+    bid = created.json()["batch"]["id"]
+    page.goto(f"{server.url}/batches/{bid}")
+    expect(page.locator("#batch-status")).to_have_text("running")
+    expect(page.locator("#batch-status")).to_have_text("done", timeout=30_000)
+    expect(page.locator("#batch-progress progress")).to_have_attribute("value", "2")
+    expect(page.locator("#batch-counts td[data-state=done]")).to_have_text("2")
+    expect(page.locator("#batch-notice")).to_be_visible()
+    expect(page.locator("#cancel-form")).to_be_hidden()
+    _shot(page, "batch-done")
+    page.click("#batch-notice a")
+    expect(page.locator("#results tbody tr")).to_have_count(2)
+    expect(page.locator("#results")).to_contain_text("slow item 1")

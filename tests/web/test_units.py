@@ -91,3 +91,73 @@ def test_webui_declares_its_public_names() -> None:
         declared = getattr(module, "__all__", None)
         assert declared, f"{name} declares no __all__"
         assert [n for n in declared if not hasattr(module, n)] == [], name
+
+
+def test_inbox_filter_reads_queries_and_forms() -> None:
+    from webui.errors import HttpProblem
+    from webui.inbox import InboxFilter
+
+    parsed = InboxFilter.of({"tool": " send_email ", "batch": "b1", "min_age_s": "600"})
+    assert parsed == InboxFilter(tool="send_email", batch_id="b1", min_age_s=600.0)
+    assert parsed.facets == 2
+    assert parsed.query() == {"tool": "send_email", "batch_id": "b1", "min_age_s": "600"}
+    assert parsed.describe() == "tool send_email, batch b1, waiting at least 600 s"
+    assert InboxFilter.of({"batch_id": "b2", "batch": "b1"}).batch_id == "b2"
+    assert InboxFilter.of({"min_age_s": "1.5"}).query() == {"min_age_s": "1.5"}
+    assert InboxFilter.of({}).describe() == "every pending notification"
+    for bad in ("-1", "soon", "nan", "inf"):
+        with pytest.raises(HttpProblem) as raised:
+            InboxFilter.of({"min_age_s": bad})
+        assert raised.value.status == 400
+
+
+def test_bulk_scope_pins_the_earlier_cutoff_and_summarises() -> None:
+    import time
+
+    from shared.approvals import Allow, Deny, Submit
+    from webui.bulk import BulkOutcome, BulkScope, check_decision
+    from webui.inbox import InboxFilter
+
+    before = time.time()
+    aged = BulkScope.pin(InboxFilter(min_age_s=60))
+    assert before - 61 < aged.created_before <= time.time() - 60
+    assert BulkScope.pin(InboxFilter(), created_before=5.0).created_before == 5.0
+    assert BulkScope.pin(InboxFilter(min_age_s=60), created_before=1e12).created_before < 1e12
+    assert check_decision(Deny(reason="no")).kind == "deny"
+    for refused in (Allow(arguments={"x": 1}), Submit(content=1)):
+        with pytest.raises(InvalidInput):
+            check_decision(refused)
+    outcome = BulkOutcome(matched=5, resolved=2, conflicts=1, not_applicable=1, left_pending=1)
+    assert outcome.summary("Allowed") == (
+        "Allowed 2 of 5; 1 already resolved by someone else; "
+        "1 skipped: allowed is not possible for them; 1 left pending: they moved while the list "
+        "was read."
+    )
+    assert BulkOutcome(matched=3, resolved=3).summary("Denied") == "Denied 3 of 3."
+
+
+def test_batch_items_are_checked_one_by_one() -> None:
+    from shared.settings import Settings
+    from webui.batch_input import batch_lines
+
+    settings = Settings(max_prompt_text_bytes=20)
+    items = [
+        {"id": 7, "prompt": "seven"},
+        {"id": "", "prompt": "blank id"},
+        {"prompt": {"parts": [{"kind": "nope"}]}},
+        {"prompt": "x" * 30},
+        {"id": "7", "prompt": "again"},
+    ]
+    lines = list(batch_lines(items, settings))
+    assert [(line.line, line.id) for line in lines] == [
+        (0, "7"),
+        (1, "item-1"),
+        (2, "item-2"),
+        (3, "item-3"),
+        (4, "item-4"),
+    ]
+    assert lines[0].prompt is not None and not lines[0].error
+    assert "'id' must be a string of 1-200 characters" in lines[1].error
+    assert lines[2].error.startswith("items[2]: prompt.parts.0")
+    assert lines[3].error.startswith("items[3]: ") and "20" in lines[3].error
+    assert lines[4].error == "items[4]: duplicate id '7'"

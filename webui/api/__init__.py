@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint
 
 from webui.api import (
+    audit,
     batches,
     conversations,
     events,
@@ -28,6 +29,7 @@ def blueprint() -> Blueprint:
         notifications,
         usage,
         batches,
+        audit,
         openapi,
     ):
         api.register_blueprint(resource.blueprint())

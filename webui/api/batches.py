@@ -1,28 +1,166 @@
-"""/batches: a placeholder until the batch issue lands; every request answers 501."""
+"""/batches: submit a batch of prompts, follow it, cancel it, and stream its results."""
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+import json
+import logging
+from collections.abc import Iterator
 
+from flask import Blueprint, Response, url_for
+from pydantic import ValidationError
+
+from shared.batches import BatchStatus, BatchStore
+from shared.errors import Conflict, StorageError
 from shared.users import Role
-from webui.api.models import ErrorResponse
-from webui.api.operations import operation
+from webui.api.models import (
+    BatchCancelled,
+    BatchDetail,
+    BatchList,
+    BatchResult,
+    BatchSubmitted,
+    BatchSummary,
+    InvalidItem,
+    NewBatch,
+)
+from webui.api.operations import LIMIT, OFFSET, operation
+from webui.api.replies import reply
 from webui.auth import requires
-from webui.errors import HttpProblem
+from webui.batch_input import batch_config, batch_lines
+from webui.errors import invalid_body
+from webui.params import int_param, json_body
+from webui.services import Services, services
 
-__all__ = ["blueprint"]
+__all__ = ["NDJSON", "batch_detail", "batch_page", "blueprint", "result_lines"]
 
-_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+log = logging.getLogger(__name__)
+
+NDJSON = "application/x-ndjson"
+_LINES_PER_CHUNK = 200
+
+
+def batch_detail(svc: Services, bid: str) -> BatchDetail:
+    info = svc.batches.info(bid)
+    return BatchDetail.of(info, svc.notifications.count_pending(batch_id=bid))
+
+
+def batch_page(svc: Services, *, offset: int, limit: int) -> BatchList:
+    """A page of batches, newest first (one more id is read to know whether more follow)."""
+    ids = svc.batches.ids(offset=offset, limit=limit + 1)
+    items = [
+        BatchSummary.of(svc.batches.info(bid), svc.notifications.count_pending(batch_id=bid))
+        for bid in ids[:limit]
+    ]
+    more = len(ids) > limit
+    return BatchList(
+        items=items, offset=offset, limit=limit, next_offset=offset + limit if more else None
+    )
+
+
+def _submit(svc: Services, body: NewBatch) -> BatchSubmitted:
+    try:
+        config = batch_config(svc.settings, body.config)
+    except ValidationError as exc:
+        raise invalid_body(exc) from None
+    bid = svc.batches.create(config, batch_id=body.batch_id)
+    if svc.batches.info(bid).status is BatchStatus.CANCELLED:
+        raise Conflict(f"batch {bid} was cancelled; submit to a new batch")
+    lines = list(batch_lines(body.items, svc.settings))  # as many as the body already holds
+    report = svc.batches.submit(bid, lines)
+    svc.batches.finish_submission(bid)
+    ids = {line.line: line.id for line in lines if line.error}
+    invalid = [
+        InvalidItem(index=index, id=ids[index], error=error) for index, error in report.invalid
+    ]
+    return BatchSubmitted(
+        batch=batch_detail(svc, bid),
+        submitted=report.submitted,
+        skipped=report.skipped,
+        invalid=invalid,
+    )
+
+
+@requires(Role.SUBMITTER)
+@operation(
+    "Submit a batch: one conversation per item; malformed items are reported, the rest run",
+    request=NewBatch,
+    response=BatchSubmitted,
+    status=201,
+    errors=(400, 409, 413, 422),
+)
+def create() -> Response:
+    svc = services()
+    submitted = _submit(svc, json_body(NewBatch))
+    location = url_for(".get", bid=submitted.batch.id)
+    return reply(submitted, 201, headers={"Location": location})
 
 
 @requires(Role.VIEWER)
-@operation("Batches: not available yet", response=ErrorResponse, status=501)
-def not_yet(rest: str = "") -> Response:
-    raise HttpProblem(501, "not_implemented", "batches arrive with the batch issue")
+@operation("List batches, newest first", response=BatchList, params=(OFFSET, LIMIT), errors=(400,))
+def list_() -> Response:
+    page = batch_page(
+        services(),
+        offset=int_param("offset", 0, low=0, high=10**9),
+        limit=int_param("limit", 50, low=1, high=200),
+    )
+    return reply(page)
+
+
+@requires(Role.VIEWER)
+@operation("A batch: status, counts by state, usage", response=BatchDetail, errors=(404,))
+def get(bid: str) -> Response:
+    return reply(batch_detail(services(), bid))
+
+
+@requires(Role.SUBMITTER)
+@operation(
+    "Cancel a batch: queued items at once, running and waiting ones are aborted",
+    response=BatchCancelled,
+    status=202,
+    errors=(404,),
+)
+def cancel(bid: str) -> Response:
+    svc = services()
+    stopped = svc.batches.cancel(bid)
+    return reply(BatchCancelled(batch=batch_detail(svc, bid), stopped=stopped), 202)
+
+
+def result_lines(store: BatchStore, bid: str) -> Iterator[str]:
+    """The results as NDJSON, in input order, a few hundred lines per chunk (bounded memory)."""
+    chunk: list[str] = []
+    try:
+        for result in store.results(bid):
+            chunk.append(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
+            if len(chunk) >= _LINES_PER_CHUNK:
+                yield "".join(chunk)
+                chunk = []
+    except StorageError:
+        # The status line is sent: break the chunked body so the client sees it incomplete.
+        log.warning("results of batch %s cut short by a storage error", bid)
+        raise
+    if chunk:
+        yield "".join(chunk)
+
+
+@requires(Role.VIEWER)
+@operation(
+    "The results, one JSON line per item in input order (streamed, finished or not)",
+    response=BatchResult,
+    media_type=NDJSON,
+    errors=(404,),
+)
+def results(bid: str) -> Response:
+    store = services().batches
+    store.config(bid)  # 404 before the stream starts
+    response = Response(result_lines(store, bid), mimetype=NDJSON)
+    response.headers["X-Accel-Buffering"] = "no"
+    return response
 
 
 def blueprint() -> Blueprint:
     bp = Blueprint("batches", __name__)
-    bp.add_url_rule("/batches", view_func=not_yet, methods=_METHODS)
-    bp.add_url_rule("/batches/<path:rest>", endpoint="rest", view_func=not_yet, methods=_METHODS)
+    bp.add_url_rule("/batches", view_func=create, methods=["POST"])
+    bp.add_url_rule("/batches", endpoint="list", view_func=list_, methods=["GET"])
+    bp.add_url_rule("/batches/<id:bid>", view_func=get, methods=["GET"])
+    bp.add_url_rule("/batches/<id:bid>/cancel", view_func=cancel, methods=["POST"])
+    bp.add_url_rule("/batches/<id:bid>/results", view_func=results, methods=["GET"])
     return bp

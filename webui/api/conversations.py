@@ -21,7 +21,6 @@ from webui.auth import requires
 from webui.errors import invalid_body
 from webui.listing import list_conversations
 from webui.params import enum_param, int_param, json_body
-from webui.readers import read_usage
 from webui.services import Services, services
 
 __all__ = ["blueprint", "detail"]
@@ -35,7 +34,7 @@ STATUS = Param(
 
 def detail(svc: Services, cid: str) -> ConversationDetail:
     record = svc.store.get(cid)
-    usage = read_usage(svc.redis, svc.keys, cid)
+    usage = svc.history(cid).usage_summary()
     return conversation_detail(
         record, Usage(total=usage.total, last_turn=usage.last_turn), usage.turn_count
     )

@@ -10,7 +10,6 @@ from webui.api.operations import OFFSET, Param, operation
 from webui.api.replies import reply
 from webui.auth import requires
 from webui.params import int_param
-from webui.readers import read_history_page
 from webui.services import services
 
 __all__ = ["blueprint"]
@@ -32,7 +31,7 @@ def history(cid: str) -> Response:
     svc.store.get(cid)  # 404 for an unknown conversation, not an empty page
     offset = int_param("offset", 0, low=0, high=10**9)
     limit = int_param("limit", 100, low=1, high=1000)
-    page = read_history_page(svc.redis, svc.keys, cid, offset=offset, limit=limit)
+    page = svc.history(cid).page(offset, limit)
     return reply(
         HistoryResponse(
             conversation_id=cid,

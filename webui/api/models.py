@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shared.approvals import Allow, Deny, NotificationStatus, ResolutionKind
+from shared.batches import BatchConfig, BatchInfo, BatchState, BatchStatus
 from shared.config import ConversationConfig, ToolPolicy, ToolSelection
 from shared.content import Content
 from shared.conversations import ConversationRecord
@@ -14,12 +16,28 @@ from shared.settings import DoubleTextPolicy
 from shared.steps import Step, UsageMetadata
 
 __all__ = [
+    "MAX_BATCH_ITEMS",
+    "AuditEntry",
+    "AuditList",
+    "BatchCancelled",
+    "BatchConfigBody",
+    "BatchDetail",
+    "BatchList",
+    "BatchResult",
+    "BatchSubmitted",
+    "BatchSummary",
+    "BulkFilter",
+    "BulkResolveBody",
+    "BulkResolveResult",
     "ConversationDetail",
     "ConversationList",
+    "ConversationOptions",
     "ConversationSummary",
     "ErrorBody",
     "ErrorResponse",
     "HistoryResponse",
+    "InvalidItem",
+    "NewBatch",
     "NewConversation",
     "PromptAccepted",
     "PromptBody",
@@ -35,8 +53,8 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class NewConversation(_Request):
-    """The options of `Client.new_conversation`; each omitted one defaults from settings."""
+class ConversationOptions(_Request):
+    """How a new conversation runs; each omitted option defaults from settings."""
 
     provider: str | None = None
     model: str | None = None
@@ -50,9 +68,15 @@ class NewConversation(_Request):
     max_model_calls: int | None = Field(None, gt=0)
     max_tool_calls: int | None = Field(None, ge=0)
     timeout_s: float | None = Field(None, gt=0)
-    conversation_id: str | None = None
     metadata: dict[str, str] | None = None
     compaction_token_budget: int | None = Field(None, ge=0)
+    approval_timeout_s: int | None = Field(None, gt=0)
+
+
+class NewConversation(ConversationOptions):
+    """The options of `Client.new_conversation`, and optionally the conversation's id."""
+
+    conversation_id: str | None = None
 
 
 class PromptBody(_Request):
@@ -179,3 +203,173 @@ class UsageResponse(BaseModel):
     end: str
     days: list[UsageDayView]
     totals: dict[str, UsageMetadata]
+
+
+# Batches
+
+MAX_BATCH_ITEMS = 10_000
+
+
+class BatchConfigBody(_Request):
+    """What every prompt of a batch shares: conversation options and a concurrency cap."""
+
+    conversation: ConversationOptions = Field(default_factory=ConversationOptions)
+    max_concurrency: int = Field(16, gt=0, le=10_000)
+
+
+class NewBatch(_Request):
+    """A batch: one configuration, many prompts, each run as its own conversation."""
+
+    batch_id: str | None = Field(
+        None,
+        description="Reuse an id to add items to a batch (its configuration stays as it was): "
+        "items whose id it already has are skipped, so a retried request submits nothing twice.",
+    )
+    config: BatchConfigBody = Field(default_factory=BatchConfigBody)
+    items: list[Any] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_ITEMS,
+        description='Each {"id"?: string, "prompt": string or Content}; a malformed item is '
+        "reported with its index and the others run.",
+    )
+
+
+class InvalidItem(BaseModel):
+    index: int = Field(description="Position in `items`, from 0.")
+    id: str
+    error: str
+
+
+class BatchSummary(BaseModel):
+    id: str
+    status: BatchStatus
+    total: int
+    finished: int = Field(description="Items done, failed, cancelled or invalid.")
+    counts: dict[BatchState, int]
+    usage: UsageMetadata
+    max_concurrency: int
+    provider: str
+    model: str
+    created_at: float
+    pending_approvals: int = Field(description="Notifications of this batch waiting for a person.")
+
+    @classmethod
+    def of(cls, info: BatchInfo, pending_approvals: int) -> BatchSummary:
+        return cls(**_batch_fields(info, pending_approvals))
+
+
+class BatchDetail(BatchSummary):
+    config: BatchConfig
+
+    @classmethod
+    def of(cls, info: BatchInfo, pending_approvals: int) -> BatchDetail:
+        return cls(**_batch_fields(info, pending_approvals), config=info.config)
+
+
+def _batch_fields(info: BatchInfo, pending_approvals: int) -> dict[str, Any]:
+    return {
+        "id": info.batch_id,
+        "status": info.status,
+        "total": info.total,
+        "finished": info.finished,
+        "counts": info.counts,
+        "usage": info.usage,
+        "max_concurrency": info.config.max_concurrency,
+        "provider": info.config.conversation.provider,
+        "model": info.config.conversation.model,
+        "created_at": info.created_at,
+        "pending_approvals": pending_approvals,
+    }
+
+
+class BatchList(BaseModel):
+    items: list[BatchSummary]
+    offset: int
+    limit: int
+    next_offset: int | None = Field(description="Offset of the next page; null on the last.")
+
+
+class BatchSubmitted(BaseModel):
+    batch: BatchDetail
+    submitted: int
+    skipped: int = Field(description="Items whose id the batch already had (a resubmission).")
+    invalid: list[InvalidItem]
+
+
+class BatchCancelled(BaseModel):
+    batch: BatchDetail
+    stopped: int = Field(description="Conversations cancelled or aborted.")
+
+
+class BatchResult(BaseModel):
+    """One line of the results: one per item, in input order, finished or not."""
+
+    id: str
+    line: int = Field(description="The item's index in `items` (API) or its line number (CLI).")
+    status: BatchState
+    text: str | None
+    structured_output: Any = None
+    usage: UsageMetadata | None
+    error: str | None
+
+
+# Bulk approvals
+
+
+class BulkFilter(_Request):
+    """Which pending notifications: each facet optional; all set facets must match."""
+
+    tool: str | None = None
+    batch_id: str | None = None
+    conversation_id: str | None = None
+    min_age_s: float | None = Field(None, ge=0, description="Waiting at least this long.")
+    created_before: float | None = Field(
+        None,
+        description="Created at or before this time (epoch seconds): pins the set a count was "
+        "taken of; a 409 answer carries the value it used.",
+    )
+
+
+class BulkResolveBody(_Request):
+    filter: BulkFilter = Field(default_factory=BulkFilter)
+    resolution: Annotated[Allow | Deny, Field(discriminator="kind")]
+    expected_count: int = Field(
+        ge=0,
+        description="How many the caller expects to resolve (e.g. `pending_count` of "
+        "GET /notifications with the same filter); a different count now answers 409.",
+    )
+
+
+class BulkResolveResult(BaseModel):
+    matched: int
+    resolved: int
+    conflicts: int = Field(description="Resolved by someone else (or expired) in between.")
+    not_applicable: int = Field(description="This resolution is not allowed for them.")
+    left_pending: int = Field(description="Counted but moved while the list was read.")
+    created_before: float
+
+
+# Audit
+
+
+class AuditEntry(BaseModel):
+    """One resolution: who, when, what, and the arguments before and after."""
+
+    id: str
+    notification_id: str
+    conversation_id: str
+    status: NotificationStatus
+    actor: str
+    at: float
+    kind: ResolutionKind | None = Field(description="Null when the turn was aborted.")
+    tool: str | None
+    arguments_before: Any = None
+    arguments_after: Any = None
+    reason: str | None
+
+
+class AuditList(BaseModel):
+    items: list[AuditEntry]
+    next_before: str | None = Field(
+        description="Pass as `before` for the next (older) page; null on the last."
+    )

@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from flask import Blueprint, Request, Response, request
+from flask import Blueprint, Response, request
 from pydantic import BaseModel, Field, RootModel
 
 from shared.approvals import Notification, Resolution
-from shared.notifications import NotificationStore
 from shared.users import Role
+from webui.api.models import BulkResolveBody, BulkResolveResult
 from webui.api.operations import LIMIT, OFFSET, Param, operation
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
+from webui.bulk import BulkScope, apply
+from webui.inbox import InboxFilter
 from webui.params import int_param, json_body
 from webui.services import services
 
-__all__ = ["FILTERS", "InboxFilter", "NotificationList", "ResolutionBody", "blueprint"]
+__all__ = ["FILTERS", "NotificationList", "ResolutionBody", "blueprint"]
 
 _TEXT = {"type": "string"}
 FILTERS = (
     Param("tool", _TEXT, "Only calls of this tool."),
-    Param("batch_id", _TEXT, "Only this batch's notifications."),
+    Param("batch_id", _TEXT, "Only this batch's notifications (`batch` also works)."),
     Param("conversation_id", _TEXT, "Only this conversation's notifications."),
+    Param("min_age_s", {"type": "number", "minimum": 0}, "Only those waiting this long or more."),
 )
 
 
@@ -37,39 +38,6 @@ class ResolutionBody(RootModel[Resolution]):
     """Allow (optionally with edited arguments), Deny with a reason, or Submit content."""
 
 
-@dataclass(frozen=True)
-class InboxFilter:
-    """The inbox filters of a request's query string (an empty value means unset)."""
-
-    tool: str | None = None
-    batch_id: str | None = None
-    conversation_id: str | None = None
-
-    @classmethod
-    def of(cls, source: Request) -> InboxFilter:
-        return cls(
-            *(source.args.get(name) or None for name in ("tool", "batch_id", "conversation_id"))
-        )
-
-    def query(self) -> dict[str, str]:
-        """The filters that are set, as query parameters."""
-        return {k: v for k, v in vars(self).items() if v}
-
-    def page(self, store: NotificationStore, *, offset: int, limit: int) -> list[Notification]:
-        return store.pending(
-            tool=self.tool,
-            batch_id=self.batch_id,
-            conversation_id=self.conversation_id,
-            offset=offset,
-            limit=limit,
-        )
-
-    def count(self, store: NotificationStore) -> int:
-        return store.count_pending(
-            tool=self.tool, batch_id=self.batch_id, conversation_id=self.conversation_id
-        )
-
-
 @requires(Role.VIEWER)
 @operation(
     "Pending notifications, oldest first",
@@ -78,7 +46,7 @@ class InboxFilter:
     errors=(400,),
 )
 def pending() -> Response:
-    store, inbox = services().notifications, InboxFilter.of(request)
+    store, inbox = services().notifications, InboxFilter.of(request.args)
     offset = int_param("offset", 0, low=0, high=10**9)
     limit = int_param("limit", 50, low=1, high=200)
     return reply(
@@ -110,9 +78,31 @@ def resolve(nid: str) -> Response:
     return reply(services().notifications.resolve(nid, decision, actor=actor))
 
 
+@requires(Role.OPERATOR)
+@operation(
+    "Allow or deny every pending notification a filter matches, if there are expected_count",
+    request=BulkResolveBody,
+    response=BulkResolveResult,
+    errors=(400, 409, 422),
+)
+def bulk_resolve() -> Response:
+    body = json_body(BulkResolveBody)
+    facets = {k: v or None for k, v in body.filter.model_dump(exclude={"created_before"}).items()}
+    scope = BulkScope.pin(InboxFilter(**facets), created_before=body.filter.created_before)
+    outcome = apply(
+        services().notifications,
+        scope,
+        body.resolution,
+        expected=body.expected_count,
+        actor=current_principal().name,
+    )
+    return reply(BulkResolveResult(**vars(outcome), created_before=scope.created_before))
+
+
 def blueprint() -> Blueprint:
     bp = Blueprint("notifications", __name__)
     bp.add_url_rule("/notifications", view_func=pending)
+    bp.add_url_rule("/notifications/bulk-resolve", view_func=bulk_resolve, methods=["POST"])
     bp.add_url_rule("/notifications/<id:nid>", view_func=get)
     bp.add_url_rule("/notifications/<id:nid>/resolve", view_func=resolve, methods=["POST"])
     return bp

@@ -28,8 +28,8 @@ _ERRORS = {
     400: "Malformed JSON or a bad parameter",
     401: "No or invalid credentials",
     403: "The caller's role does not allow this, or the CSRF token is missing",
-    404: "No such conversation, turn or notification",
-    409: "Conflict: the state moved on, or the conversation is closed",
+    404: "No such conversation, turn, notification or batch",
+    409: "Conflict: the state moved on (e.g. a bulk count changed), or it is closed/cancelled",
     413: "The prompt or the request body is too large",
     422: "The body is valid JSON but not a valid request",
     503: "Redis is unreachable",
@@ -89,7 +89,7 @@ def _responses(op: Operation, refs: dict[Any, Any], role: Role | None) -> dict[s
         }
     else:
         schema = {"type": "object"} if op.response is None else refs[(op.response, "serialization")]
-        ok = {"description": op.summary, "content": {"application/json": {"schema": schema}}}
+        ok = {"description": op.summary, "content": {op.media_type: {"schema": schema}}}
     responses: dict[str, Any] = {str(op.status): ok}
     error = {"application/json": {"schema": refs[(ErrorResponse, "serialization")]}}
     for status in sorted({*op.errors, *((401, 403) if role is not None else ())}):

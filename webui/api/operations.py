@@ -31,6 +31,7 @@ class Operation:
     request: type[BaseModel] | None = None
     multipart: bool = False  # also accepts multipart/form-data (text + media files)
     stream: bool = False  # answers text/event-stream
+    media_type: str = "application/json"  # of the answer (for NDJSON, `response` is one line)
     errors: tuple[int, ...] = ()
     params: tuple[Param, ...] = field(default_factory=tuple)
 

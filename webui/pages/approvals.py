@@ -10,10 +10,9 @@ from flask.typing import ResponseReturnValue
 from shared.approvals import Notification, ResolutionKind
 from shared.errors import InvalidInput, NotFound, SignoffError
 from shared.users import Role
-from webui.api.notifications import InboxFilter
 from webui.auth import current_principal, requires
+from webui.inbox import AGE_CHOICES, InboxFilter
 from webui.params import int_param
-from webui.readers import read_history_page
 from webui.schema_form import form_fields, read_fields, read_json_field
 from webui.services import services
 
@@ -25,13 +24,15 @@ CONTEXT_STEPS = 12
 
 @requires(Role.VIEWER)
 def inbox() -> ResponseReturnValue:
-    store, inbox = services().notifications, InboxFilter.of(request)
+    store, inbox = services().notifications, InboxFilter.of(request.args)
     offset = int_param("offset", 0, low=0, high=10**9)
     return render_template(
         "approvals.html",
         notes=inbox.page(store, offset=offset, limit=PAGE_SIZE),
         count=inbox.count(store),
         filters=inbox,
+        ages=AGE_CHOICES,
+        can_resolve=current_principal().role.allows(Role.OPERATOR),
         offset=offset,
         page_size=PAGE_SIZE,
     )
@@ -42,9 +43,7 @@ def detail(nid: str) -> ResponseReturnValue:
     svc = services()
     note = svc.notifications.get(nid)
     try:
-        context = read_history_page(
-            svc.redis, svc.keys, note.conversation_id, offset=None, limit=CONTEXT_STEPS
-        ).steps
+        context = svc.history(note.conversation_id).page(None, CONTEXT_STEPS).steps
     except NotFound:
         context = []
     return render_template(

@@ -14,7 +14,6 @@ from shared.users import Role
 from webui.auth import requires
 from webui.listing import list_conversations
 from webui.params import enum_param, int_param
-from webui.readers import read_history_page, read_usage
 from webui.services import services
 
 __all__ = ["blueprint"]
@@ -50,18 +49,14 @@ def view(cid: str) -> ResponseReturnValue:
     # so nothing written in between is missed (steps seen twice are skipped by index).
     last_event_id = svc.events.last_id(cid)
     offset = request.args.get("offset")
-    page = read_history_page(
-        svc.redis,
-        svc.keys,
-        cid,
-        offset=None if offset is None else int_param("offset", 0, low=0, high=10**9),
-        limit=HISTORY_PAGE,
+    page = svc.history(cid).page(
+        None if offset is None else int_param("offset", 0, low=0, high=10**9), HISTORY_PAGE
     )
     return render_template(
         "conversation.html",
         record=record,
         page=page,
-        usage=read_usage(svc.redis, svc.keys, cid),
+        usage=svc.history(cid).usage_summary(),
         last_event_id=last_event_id,
         history_page_size=HISTORY_PAGE,
     )

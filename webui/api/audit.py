@@ -1,0 +1,47 @@
+"""/audit: every resolution of a notification, newest first."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response
+
+from shared.users import Role
+from webui.api.models import AuditList
+from webui.api.operations import Param, operation
+from webui.api.replies import reply
+from webui.audit import read_audit
+from webui.auth import requires
+from webui.params import int_param, stream_id_param
+from webui.services import services
+
+__all__ = ["BEFORE", "blueprint"]
+
+BEFORE = Param(
+    "before",
+    {"type": "string", "pattern": r"^\d+-\d+$"},
+    "Only entries older than this id (`next_before` of the previous page).",
+)
+AUDIT_LIMIT = Param(
+    "limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Page size."
+)
+
+
+@requires(Role.VIEWER)
+@operation(
+    "Resolutions: who, when, what, arguments before and after, reason; newest first",
+    response=AuditList,
+    params=(BEFORE, AUDIT_LIMIT),
+    errors=(400,),
+)
+def audit() -> Response:
+    page = read_audit(
+        services().notifications,
+        before=stream_id_param("before"),
+        limit=int_param("limit", 100, low=1, high=500),
+    )
+    return reply(page)
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("audit", __name__)
+    bp.add_url_rule("/audit", view_func=audit, methods=["GET"])
+    return bp

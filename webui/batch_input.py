@@ -1,0 +1,88 @@
+"""A batch submitted through the API: its configuration and its items, checked one by one.
+
+The items of a JSON body are checked like the lines of the CLI's file: a malformed
+item becomes an `invalid` item that names its index, and the others run. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import ValidationError
+
+from shared.batches import BatchConfig, BatchLine
+from shared.config import ConversationConfig, TurnLimits
+from shared.content import Content
+from shared.errors import SignoffError
+from shared.schema import check_schema
+from shared.settings import Settings
+from shared.validation import validate_prompt
+from webui.api.models import BatchConfigBody, ConversationOptions
+
+__all__ = ["MAX_ITEM_ID", "batch_config", "batch_lines", "conversation_config"]
+
+MAX_ITEM_ID = 200
+
+
+def conversation_config(settings: Settings, options: ConversationOptions) -> ConversationConfig:
+    """The configuration `Client.new_conversation` would build from the same options."""
+    if options.response_schema is not None:
+        check_schema(options.response_schema)
+    limits = TurnLimits(
+        max_model_calls=options.max_model_calls or settings.max_model_calls,
+        max_tool_calls=settings.max_tool_calls
+        if options.max_tool_calls is None
+        else options.max_tool_calls,
+        timeout_s=options.timeout_s or settings.turn_timeout_s,
+    )
+    chosen = options.model_dump(
+        exclude_none=True, exclude={"max_model_calls", "max_tool_calls", "timeout_s"}
+    )
+    return ConversationConfig.from_settings(settings, **chosen, limits=limits)
+
+
+def batch_config(settings: Settings, body: BatchConfigBody) -> BatchConfig:
+    return BatchConfig(
+        conversation=conversation_config(settings, body.conversation),
+        max_concurrency=body.max_concurrency,
+    )
+
+
+def _item(index: int, raw: Any, settings: Settings) -> BatchLine:
+    fallback = f"item-{index}"
+    if not isinstance(raw, dict):
+        return BatchLine(index, fallback, error=f"items[{index}]: expected a JSON object")
+    item_id = raw.get("id", fallback)
+    if not isinstance(item_id, str | int) or not 0 < len(str(item_id)) <= MAX_ITEM_ID:
+        return BatchLine(
+            index, fallback, error=f"items[{index}]: 'id' must be a string of 1-200 characters"
+        )
+    prompt = raw.get("prompt", raw.get("content"))
+    if prompt is None:
+        return BatchLine(index, str(item_id), error=f"items[{index}]: missing 'prompt'")
+    try:
+        content = validate_prompt(
+            prompt if isinstance(prompt, str) else Content.model_validate(prompt), settings
+        )
+    except SignoffError as exc:
+        return BatchLine(index, str(item_id), error=f"items[{index}]: {exc.message}")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        problem = f"prompt.{where}: {first['msg']}" if where else f"prompt: {first['msg']}"
+        return BatchLine(index, str(item_id), error=f"items[{index}]: {problem}")
+    return BatchLine(index, str(item_id), prompt=content)
+
+
+def batch_lines(items: list[Any], settings: Settings) -> Iterator[BatchLine]:
+    """Each item as a line of the batch; a repeated id is invalid, as in the CLI."""
+    seen: set[str] = set()
+    for index, raw in enumerate(items):
+        line = _item(index, raw, settings)
+        if line.id in seen and not line.error:
+            line = BatchLine(
+                index, f"item-{index}", error=f"items[{index}]: duplicate id {line.id!r}"
+            )
+        seen.add(line.id)
+        yield line

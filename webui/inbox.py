@@ -1,0 +1,120 @@
+"""The approvals inbox filter: which pending notifications a page, a count or a bulk action means.
+
+One filter object serves the inbox page, the JSON listing and bulk actions, so the
+count an operator is shown and the notifications an action touches are chosen the
+same way. Every facet is optional; an empty value means unset.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shared.approvals import Notification
+from shared.notifications import NotificationStore
+from webui.errors import HttpProblem
+
+__all__ = ["AGE_CHOICES", "InboxFilter"]
+
+# The inbox's "waiting for at least" choices, in seconds (any value works in a URL).
+AGE_CHOICES: tuple[tuple[int, str], ...] = (
+    (60, "1 minute"),
+    (600, "10 minutes"),
+    (3600, "1 hour"),
+    (86_400, "1 day"),
+)
+_FACETS = ("tool", "batch_id", "conversation_id")
+
+
+def _text(source: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = (source.get(name) or "").strip()
+        if value:
+            return value
+    return None
+
+
+def _age(source: Mapping[str, str]) -> float | None:
+    raw = (source.get("min_age_s") or "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise HttpProblem(
+            400, "bad_parameter", f"min_age_s must be a number of seconds >= 0, got {raw[:30]!r}"
+        )
+    return value
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+@dataclass(frozen=True)
+class InboxFilter:
+    """Pending notifications of a tool, a batch, a conversation, waiting at least `min_age_s`."""
+
+    tool: str | None = None
+    batch_id: str | None = None
+    conversation_id: str | None = None
+    min_age_s: float | None = None
+
+    @classmethod
+    def of(cls, source: Mapping[str, str]) -> InboxFilter:
+        """From a query string or a form; ``batch`` also means ``batch_id`` (the CLI links it)."""
+        return cls(
+            tool=_text(source, "tool"),
+            batch_id=_text(source, "batch_id", "batch"),
+            conversation_id=_text(source, "conversation_id"),
+            min_age_s=_age(source),
+        )
+
+    @property
+    def facets(self) -> int:
+        """How many of tool, batch and conversation are set."""
+        return sum(1 for name in _FACETS if getattr(self, name))
+
+    def query(self) -> dict[str, str]:
+        """The filters that are set, as query parameters."""
+        found = {name: str(getattr(self, name)) for name in _FACETS if getattr(self, name)}
+        if self.min_age_s is not None:
+            found["min_age_s"] = _seconds(self.min_age_s)
+        return found
+
+    def describe(self) -> str:
+        """The filter in words, for confirmation pages and messages."""
+        parts = [f"{name.replace('_id', '')} {getattr(self, name)}" for name in _FACETS]
+        chosen = [part for part, name in zip(parts, _FACETS, strict=True) if getattr(self, name)]
+        if self.min_age_s:
+            chosen.append(f"waiting at least {_seconds(self.min_age_s)} s")
+        return ", ".join(chosen) or "every pending notification"
+
+    def page(
+        self,
+        store: NotificationStore,
+        *,
+        offset: int,
+        limit: int,
+        min_age_s: float | None = None,
+    ) -> list[Notification]:
+        return store.pending(
+            tool=self.tool,
+            batch_id=self.batch_id,
+            conversation_id=self.conversation_id,
+            min_age_s=self.min_age_s if min_age_s is None else min_age_s,
+            offset=offset,
+            limit=limit,
+        )
+
+    def count(self, store: NotificationStore, *, min_age_s: float | None = None) -> int:
+        """ZCOUNT of the narrowest index: exact with at most one facet set."""
+        return store.count_pending(
+            tool=self.tool,
+            batch_id=self.batch_id,
+            conversation_id=self.conversation_id,
+            min_age_s=self.min_age_s if min_age_s is None else min_age_s,
+        )

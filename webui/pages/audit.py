@@ -1,0 +1,29 @@
+"""The audit log: every resolution, newest first, with the arguments before and after."""
+
+from __future__ import annotations
+
+from flask import Blueprint, render_template
+from flask.typing import ResponseReturnValue
+
+from shared.users import Role
+from webui.audit import read_audit
+from webui.auth import requires
+from webui.params import stream_id_param
+from webui.services import services
+
+__all__ = ["blueprint"]
+
+PAGE_SIZE = 50
+
+
+@requires(Role.VIEWER)
+def index() -> ResponseReturnValue:
+    before = stream_id_param("before")
+    page = read_audit(services().notifications, before=before, limit=PAGE_SIZE)
+    return render_template("audit.html", page=page, before=before)
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("audit", __name__)
+    bp.add_url_rule("/audit", view_func=index)
+    return bp

@@ -1,0 +1,111 @@
+"""Bulk approvals in the inbox: the count first, then the action, confirmed with that count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
+from pydantic import ValidationError
+
+from shared.approvals import RESOLUTION, Resolution, ResolutionKind
+from shared.errors import InvalidInput
+from shared.users import Role
+from webui.auth import current_principal, requires
+from webui.bulk import BULK_LIMIT, BulkScope, CountChanged, apply
+from webui.errors import HttpProblem
+from webui.inbox import InboxFilter
+from webui.services import services
+
+__all__ = ["blueprint"]
+
+SAMPLE = 10
+_VERBS = {ResolutionKind.ALLOW: "Allowed", ResolutionKind.DENY: "Denied"}
+
+
+def _kind(raw: str | None) -> ResolutionKind:
+    kind = next((kind for kind in _VERBS if kind.value == raw), None)
+    if kind is None:
+        raise HttpProblem(400, "bad_parameter", "decision must be allow or deny")
+    return kind
+
+
+def _number(form: Any, name: str, kind: type[float] | type[int]) -> Any:
+    try:
+        return kind(form.get(name, ""))
+    except ValueError:
+        raise HttpProblem(400, "bad_parameter", f"form field {name!r} is missing or bad") from None
+
+
+def _confirmation(
+    scope: BulkScope,
+    kind: ResolutionKind,
+    count: int,
+    *,
+    status: int = 200,
+    changed_from: int | None = None,
+    error: str | None = None,
+    reason: str = "",
+) -> ResponseReturnValue:
+    store = services().notifications
+    page = render_template(
+        "bulk.html",
+        scope=scope,
+        filters=scope.inbox,
+        kind=kind,
+        count=count,
+        sample=scope.notes(store, limit=SAMPLE) if 0 < count <= BULK_LIMIT else [],
+        limit=BULK_LIMIT,
+        changed_from=changed_from,
+        error=error,
+        reason=reason,
+    )
+    return page, status
+
+
+@requires(Role.OPERATOR)
+def preview() -> ResponseReturnValue:
+    """How many notifications the filter matches now, and the form that confirms that count."""
+    scope = BulkScope.pin(InboxFilter.of(request.args))
+    kind = _kind(request.args.get("decision"))
+    return _confirmation(scope, kind, scope.count(services().notifications))
+
+
+def _decision(kind: ResolutionKind, reason: str) -> Resolution:
+    raw = {"kind": kind.value} | ({"reason": reason} if kind is ResolutionKind.DENY else {})
+    try:
+        return RESOLUTION.validate_python(raw)
+    except ValidationError as exc:
+        raise InvalidInput(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+
+
+@requires(Role.OPERATOR)
+def confirm() -> ResponseReturnValue:
+    """Applies the action if the count is still the one shown; else shows the new count."""
+    form = request.form
+    kind = _kind(form.get("decision"))
+    scope = BulkScope.pin(
+        InboxFilter.of(form), created_before=_number(form, "created_before", float)
+    )
+    expected = _number(form, "expected_count", int)
+    reason = form.get("reason", "")
+    store = services().notifications
+    try:
+        decision = _decision(kind, reason)
+        outcome = apply(store, scope, decision, expected=expected, actor=current_principal().name)
+    except InvalidInput as exc:
+        return _confirmation(scope, kind, expected, status=422, error=exc.message, reason=reason)
+    except CountChanged as exc:
+        return _confirmation(
+            scope, kind, exc.current, status=409, changed_from=expected, reason=reason
+        )
+    flash(outcome.summary(_VERBS[kind]), "info")
+    back: dict[str, Any] = scope.inbox.query()
+    return redirect(url_for("pages.approvals.inbox", **back))
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("bulk", __name__)
+    bp.add_url_rule("/approvals/bulk", view_func=preview, methods=["GET"])
+    bp.add_url_rule("/approvals/bulk", endpoint="confirm", view_func=confirm, methods=["POST"])
+    return bp
