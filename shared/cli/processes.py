@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 
 import click
@@ -33,6 +34,11 @@ def beat() -> None:
 def web() -> None:
     """Serve the operator UI and the JSON API (gunicorn, gthread workers)."""
     settings = load_settings()
+    if not settings.secret_key.get_secret_value():
+        # every gunicorn worker must sign sessions with the same key, or sign-in breaks
+        os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
+        click.secho("warning: SIGNOFF_SECRET_KEY is not set; sessions end when the server restarts",
+                    fg="yellow", err=True)
     os.execv(sys.executable, [sys.executable, "-m", "gunicorn", *gunicorn_args(settings)])
 
 
