@@ -114,21 +114,27 @@ class KeySpace:
         """STREAM delivering this conversation's notifications (consumer groups read it)."""
         return self._conv(cid, "notifications")
 
+    # The inbox indexes share one hash tag, so they can be intersected (in Cluster too).
+
     def notifications_pending(self) -> str:
         """ZSET of pending notification ids by creation time: the inbox, oldest first."""
-        return f"{self.prefix}:notifications:pending"
+        return f"{self.prefix}:{{notifications}}:pending"
 
     def notifications_pending_by(self, facet: str, value: str) -> str:
-        """ZSET of pending ids by creation time for one tool (`tool`) or one batch (`batch`)."""
-        return f"{self.prefix}:notifications:pending:{facet}:{value}"
+        """ZSET of pending ids by creation time for one tool, batch or conversation."""
+        return f"{self.prefix}:{{notifications}}:pending:{facet}:{value}"
+
+    def notifications_pending_matching(self, digest: str) -> str:
+        """ZSET, short-lived: the intersection of several facet indexes for one inbox query."""
+        return f"{self.prefix}:{{notifications}}:matching:{digest}"
 
     def notification_deadlines(self) -> str:
         """ZSET of pending ids by expiry time, for the sweeper."""
-        return f"{self.prefix}:notifications:deadlines"
+        return f"{self.prefix}:{{notifications}}:deadlines"
 
     def notifications_all(self) -> str:
         """ZSET of every notification id by creation time."""
-        return f"{self.prefix}:notifications:all"
+        return f"{self.prefix}:{{notifications}}:all"
 
     def notification_stream(self) -> str:
         """STREAM delivering every conversation's notifications."""

@@ -8,6 +8,7 @@ client all resolve through `NotificationStore.resolve`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from datetime import UTC, datetime
@@ -141,13 +142,16 @@ class NotificationStore:
         offset: int = 0,
         limit: int = 50,
     ) -> list[Notification]:
-        """One page of pending notifications, oldest first, through the narrowest index."""
-        index = self._index(tool, batch_id, conversation_id)
+        """One page of pending notifications matching every filter given, oldest first."""
         newest = "+inf" if min_age_s is None else time.time() - min_age_s
-        with storage_errors("listing notifications"):
-            ids = self.client.zrangebyscore(index, "-inf", newest, start=offset, num=limit)
-        notes = self._load([str(i) for i in ids])
-        return [n for n in notes if _matches(n, tool, batch_id, conversation_id)]
+        with (
+            storage_errors("listing notifications"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            index = self._index(pipe, tool, batch_id, conversation_id)
+            pipe.zrangebyscore(index, "-inf", newest, start=offset, num=limit)
+            ids = pipe.execute()[-1]
+        return self._load([str(i) for i in ids])
 
     def count_pending(
         self,
@@ -157,10 +161,15 @@ class NotificationStore:
         conversation_id: str | None = None,
         min_age_s: float | None = None,
     ) -> int:
-        index = self._index(tool, batch_id, conversation_id)
+        """How many pending notifications match every filter given."""
         newest = "+inf" if min_age_s is None else time.time() - min_age_s
-        with storage_errors("counting notifications"):
-            return int(self.client.zcount(index, "-inf", newest))
+        with (
+            storage_errors("counting notifications"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            index = self._index(pipe, tool, batch_id, conversation_id)
+            pipe.zcount(index, "-inf", newest)
+            return int(pipe.execute()[-1])
 
     def recent(self, *, offset: int = 0, limit: int = 50) -> list[Notification]:
         """Every notification, newest first, whatever its status."""
@@ -168,14 +177,29 @@ class NotificationStore:
             ids = self.client.zrevrange(self.keys.notifications_all(), offset, offset + limit - 1)
         return self._load([str(i) for i in ids])
 
-    def _index(self, tool: str | None, batch_id: str | None, conversation_id: str | None) -> str:
-        if conversation_id:
-            return self.keys.notifications_pending_by("conversation", conversation_id)
-        if batch_id:
-            return self.keys.notifications_pending_by("batch", batch_id)
-        if tool:
-            return self.keys.notifications_pending_by("tool", tool)
-        return self.keys.notifications_pending()
+    def _index(
+        self, pipe: Any, tool: str | None, batch_id: str | None, conversation_id: str | None
+    ) -> str:
+        """The index to read: one facet's, or (queued on `pipe`) the intersection of several."""
+        facets = [
+            (name, value)
+            for name, value in (
+                ("conversation", conversation_id),
+                ("batch", batch_id),
+                ("tool", tool),
+            )
+            if value
+        ]
+        if not facets:
+            return self.keys.notifications_pending()
+        sources = [self.keys.notifications_pending_by(name, value) for name, value in facets]
+        if len(sources) == 1:
+            return sources[0]
+        digest = hashlib.sha256("\0".join(sources).encode()).hexdigest()[:24]
+        matching = self.keys.notifications_pending_matching(digest)
+        pipe.zinterstore(matching, sources, aggregate="MIN")
+        pipe.expire(matching, 10)
+        return matching
 
     def _load(self, ids: list[str]) -> list[Notification]:
         with (
@@ -392,13 +416,3 @@ def _conflict(nid: str, reply: list[Any]) -> Exception:
         return Conflict(f"notification {nid} was cancelled at {_when(at)}: its turn was aborted")
     kind = json.loads(raw).get("kind", "?") if raw else "?"
     return Conflict(f"notification {nid} was already resolved ({kind}) by {by} at {_when(at)}")
-
-
-def _matches(
-    note: Notification, tool: str | None, batch_id: str | None, conversation_id: str | None
-) -> bool:
-    return (
-        (tool is None or note.tool_name == tool)
-        and (batch_id is None or note.batch_id == batch_id)
-        and (conversation_id is None or note.conversation_id == conversation_id)
-    )

@@ -73,16 +73,13 @@ class BulkScope:
         return max(time.time() - self.created_before, 0.0)
 
     def count(self, store: NotificationStore) -> int:
-        """How many pending notifications match (the store's count with at most one facet)."""
-        if self.inbox.facets <= 1:
-            return self.inbox.count(store, min_age_s=self._age())
-        return len(self.notes(store, limit=BULK_LIMIT + 1))
+        """How many pending notifications match every filter."""
+        return self.inbox.count(store, min_age_s=self._age())
 
     def notes(self, store: NotificationStore, *, limit: int) -> list[Notification]:
         """The matching notifications, oldest first, at most `limit`, read a page at a time."""
-        window = self.inbox.count(store, min_age_s=self._age())  # the narrowest index
-        # With one facet, every entry of the index matches: read no more than wanted.
-        size = _PAGE if self.inbox.facets > 1 else max(min(_PAGE, limit), 1)
+        window = self.inbox.count(store, min_age_s=self._age())
+        size = max(min(_PAGE, limit), 1)
         found: dict[str, Notification] = {}
         for offset in range(0, window, size):
             page = self.inbox.page(store, offset=offset, limit=size, min_age_s=self._age())

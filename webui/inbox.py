@@ -111,7 +111,7 @@ class InboxFilter:
         )
 
     def count(self, store: NotificationStore, *, min_age_s: float | None = None) -> int:
-        """ZCOUNT of the narrowest index: exact with at most one facet set."""
+        """How many pending notifications match every filter (the store intersects facets)."""
         return store.count_pending(
             tool=self.tool,
             batch_id=self.batch_id,

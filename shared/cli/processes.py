@@ -37,8 +37,11 @@ def web() -> None:
     if not settings.secret_key.get_secret_value():
         # every gunicorn worker must sign sessions with the same key, or sign-in breaks
         os.environ["SIGNOFF_SECRET_KEY"] = secrets.token_urlsafe(32)
-        click.secho("warning: SIGNOFF_SECRET_KEY is not set; sessions end when the server restarts",
-                    fg="yellow", err=True)
+        click.secho(
+            "warning: SIGNOFF_SECRET_KEY is not set; sessions end when the server restarts",
+            fg="yellow",
+            err=True,
+        )
     os.execv(sys.executable, [sys.executable, "-m", "gunicorn", *gunicorn_args(settings)])
 
 
