@@ -172,10 +172,7 @@ class AsyncConversation:
         follower.finish_from_record(fields.get("status", ""), fields)
 
     async def snapshot(self) -> HistorySnapshot:
-        limit = (await self.record()).config.max_history_size
-        store = HistoryStore(
-            self.client.store.client, self.client.keys, self.conversation_id, max_history_size=limit
-        )
+        store = HistoryStore(self.client.store.client, self.client.keys, self.conversation_id)
         with storage_errors(f"reading history of conversation {self.conversation_id}"):
             async with self.client.redis.pipeline(transaction=True) as pipe:
                 store.queue_snapshot(pipe)

@@ -251,10 +251,8 @@ class Conversation:
         return self.client.store.get(self.conversation_id)
 
     def _history(self) -> HistoryStore:
-        limit = self.record().config.max_history_size
-        return HistoryStore(
-            self.client.redis, self.client.keys, self.conversation_id, max_history_size=limit
-        )
+        """The store for reading and clearing; its bound only matters to writers (the worker)."""
+        return HistoryStore(self.client.redis, self.client.keys, self.conversation_id)
 
     def snapshot(self) -> HistorySnapshot:
         return self._history().snapshot()
