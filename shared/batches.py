@@ -364,10 +364,10 @@ class BatchStore:
             found = self.client.zrevrange(self.keys.batches(), offset, offset + limit - 1)
         return [str(b) for b in found]
 
-    def results(self, bid: str) -> Iterator[dict[str, Any]]:
-        """One result per input item, in input order, read in chunks (bounded memory)."""
+    def results(self, bid: str, *, offset: int = 0) -> Iterator[dict[str, Any]]:
+        """One result per input item from `offset` on, in input order, read in chunks."""
         self.config(bid)
-        start = 0
+        start = max(offset, 0)
         while True:
             with storage_errors(f"reading items of batch {bid}"):
                 raw_items = self.client.lrange(self.keys.batch_items(bid), start, start + CHUNK - 1)

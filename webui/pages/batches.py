@@ -31,7 +31,7 @@ def index() -> ResponseReturnValue:
 def _results(bid: str, offset: int) -> tuple[list[dict[str, Any]], bool]:
     """One page of results (read from the start: the store reads in input order only)."""
     store = services().batches
-    rows = list(islice(store.results(bid), offset, offset + RESULTS_PAGE + 1))
+    rows = list(islice(store.results(bid, offset=offset), RESULTS_PAGE + 1))
     for row in rows:
         row["conversation_id"] = store.conversation_id(bid, row["id"])
     return rows[:RESULTS_PAGE], len(rows) > RESULTS_PAGE
