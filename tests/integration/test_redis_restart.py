@@ -1,4 +1,4 @@
-"""Redis restarted under a running system (AOF on, as in production): nothing is lost, work goes on."""
+"""Redis restarted under a running system (AOF on, as in production): nothing lost, work goes on."""
 
 from __future__ import annotations
 
