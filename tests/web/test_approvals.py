@@ -3,34 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.settings import Settings
 from shared.users import Role
-from tests.stack import WorkerProcess
-from tests.web.conftest import OPERATOR, SECRET, bearer, form_csrf, new_conversation, sign_in
-from webui import create_app
+from tests.web.conftest import OPERATOR, bearer, form_csrf, new_conversation, sign_in
 from webui.services import Services
 
 XSS = "<script>alert(1)</script>"
-
-
-@pytest.fixture(scope="module")
-def stack_app(stack_env: dict[str, str], worker: WorkerProcess) -> Iterator[Flask]:
-    """An app on the worker's key prefix, so its prompts really run."""
-    settings = Settings(
-        redis_url=stack_env["SIGNOFF_REDIS_URL"],
-        key_prefix=stack_env["SIGNOFF_KEY_PREFIX"],
-        secret_key=SECRET,
-    )
-    app = create_app(settings)
-    yield app
-    app.extensions["signoff"].close()
 
 
 @pytest.fixture(scope="module")
