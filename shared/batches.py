@@ -22,8 +22,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shared.config import ConversationConfig
 from shared.content import Content
-from shared.conversations import ConversationStore, new_id
-from shared.errors import CorruptRecord, NotFound, SignoffError
+from shared.conversations import ConversationStore, OnCorrupt, new_id
+from shared.errors import Conflict, CorruptRecord, NotFound, SignoffError
 from shared.keys import KeySpace, check_id
 from shared.lua import LuaScript
 from shared.redis_client import storage_errors
@@ -40,6 +40,7 @@ __all__ = [
     "BatchStatus",
     "BatchStore",
     "SubmitReport",
+    "batch_owner",
     "parse_line",
 ]
 
@@ -96,6 +97,20 @@ class SubmitReport:
     submitted: int = 0
     skipped: int = 0
     invalid: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Where one item's replies sit in its chunk's pipeline."""
+
+    cid: str
+    submit_reply: int | None  # the submit script's reply: ['not_owner'] when the id was taken
+    items_reply: int  # RPUSH to the items list: its length, so the item's index
+
+
+def batch_owner(bid: str) -> str:
+    """The owner recorded on a batch item's conversation: no caller can be called that."""
+    return f"batch:{bid}"
 
 
 @dataclass(frozen=True)
@@ -196,7 +211,9 @@ class BatchStore:
         self.tasks = tasks
         self.conversations = ConversationStore(client, keys, settings)
 
-    def create(self, config: BatchConfig, *, batch_id: str | None = None) -> str:
+    def create(
+        self, config: BatchConfig, *, batch_id: str | None = None, created_by: str = ""
+    ) -> str:
         """A new batch, or the existing one with this id (to resume a submission)."""
         bid = check_id(batch_id or new_id()[:16], "batch id")
         conversation = config.conversation.model_copy(update={"batch_id": bid})
@@ -207,6 +224,7 @@ class BatchStore:
             "max_concurrency": config.max_concurrency,
             "total": 0,
             "created_at": time.time(),
+            "created_by": created_by,
         }
         with storage_errors(f"creating batch {bid}"):
             if not self.client.hsetnx(self.keys.batch(bid), "config", raw_config):
@@ -214,6 +232,18 @@ class BatchStore:
             self.client.hset(self.keys.batch(bid), mapping=meta)  # type: ignore[arg-type]
             self.client.zadd(self.keys.batches(), {bid: time.time()})
         return bid
+
+    def exists(self, bid: str) -> bool:
+        with storage_errors(f"reading batch {bid}"):
+            return bool(self.client.hexists(self.keys.batch(bid), "config"))
+
+    def created_by(self, bid: str) -> str:
+        """Who created the batch ("" for a direct client); NotFound when there is none."""
+        with storage_errors(f"reading batch {bid}"):
+            meta = self.client.hmget(self.keys.batch(bid), ["config", "created_by"])
+        if meta[0] is None:
+            raise NotFound(f"batch {bid} does not exist")
+        return str(meta[1] or "")
 
     def config(self, bid: str) -> BatchConfig:
         with storage_errors(f"reading batch {bid}"):
@@ -257,14 +287,54 @@ class BatchStore:
         known = self._known(bid, [line.id for line in chunk])
         fresh = [line for line in chunk if line.id not in known]
         report.skipped += len(chunk) - len(fresh)
+        self._refuse_taken(bid, fresh)
         with (
             storage_errors(f"submitting items of batch {bid}"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            for line in fresh:
-                self._queue_item(pipe, bid, config, line, report)
-            pipe.execute()
+            placed = [self._queue_item(pipe, bid, config, line, report) for line in fresh]
+            replies = pipe.execute()
+        self._fail_taken(bid, placed, replies)
         self.dispatch(bid)
+
+    def _refuse_taken(self, bid: str, lines: list[BatchLine]) -> None:
+        """Conflict when an item's conversation id is already in use: it is never adopted."""
+        cids = [self.conversation_id(bid, line.id) for line in lines if not line.error]
+        if not cids:
+            return
+        with (
+            storage_errors(f"checking items of batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in cids:
+                pipe.hmget(self.keys.conversation(cid), ["config", "owner"])
+            owners = pipe.execute()
+        mine = batch_owner(bid)  # a chunk cut short by a Redis failure left our own behind
+        taken = [cid for cid, (cfg, who) in zip(cids, owners, strict=True) if cfg and who != mine]
+        if taken:
+            raise Conflict(
+                f"batch {bid}: conversation {taken[0]} already exists ({len(taken)} item(s) "
+                "would reuse a conversation created outside the batch); nothing of this chunk "
+                "was submitted"
+            )
+
+    def _fail_taken(self, bid: str, placed: list[_Placed], replies: list[Any]) -> None:
+        """Items whose conversation appeared between the check and the write: failed, not run."""
+        for where in placed:
+            if where.submit_reply is None or replies[where.submit_reply][0] != "not_owner":
+                continue
+            item_index = int(replies[where.items_reply]) - 1
+            self._mark_taken(bid, where, item_index)
+
+    def _mark_taken(self, bid: str, where: _Placed, item_index: int) -> None:
+        error = f"conversation {where.cid} already existed; the item was not run in it"
+        with storage_errors(f"updating batch {bid}"):
+            raw = self.client.lindex(self.keys.batch_items(bid), item_index)
+            item = json.loads(str(raw)) if raw else {}
+            if item.get("conversation_id") == where.cid:
+                item.update(error=error, turn_id="")
+                self.client.lset(self.keys.batch_items(bid), item_index, json.dumps(item))
+        self.transition(bid, where.cid, BatchState.FAILED)
 
     def _known(self, bid: str, item_ids: list[str]) -> set[str]:
         with storage_errors(f"reading items of batch {bid}"):
@@ -273,16 +343,20 @@ class BatchStore:
 
     def _queue_item(
         self, pipe: Any, bid: str, config: ConversationConfig, line: BatchLine, report: SubmitReport
-    ) -> None:
+    ) -> _Placed:
+        """Queues one item; its conversation is created here or the item is not run at all."""
         cid = self.conversation_id(bid, line.id)
         state = BatchState.INVALID if line.error else BatchState.QUEUED
         turn_id = ""
+        submit_reply = None
         if line.prompt is not None and not line.error:
             metadata = {**config.metadata, "batch_item": line.id}
+            owner = batch_owner(bid)
             self.conversations.queue_create(
-                pipe, cid, config.model_copy(update={"metadata": metadata})
+                pipe, cid, config.model_copy(update={"metadata": metadata}), owner=owner
             )
-            turn_id = self.conversations.queue_submit(pipe, cid, line.prompt)
+            turn_id = self.conversations.queue_submit(pipe, cid, line.prompt, owner=owner)
+            submit_reply = len(pipe.command_stack) - 1
             pipe.rpush(self.keys.batch_queue(bid), cid)
             report.submitted += 1
         else:
@@ -294,11 +368,13 @@ class BatchStore:
             "turn_id": turn_id,
             "error": line.error,
         }
+        items_reply = len(pipe.command_stack)
         pipe.rpush(self.keys.batch_items(bid), json.dumps(item))
         pipe.hset(self.keys.batch_ids(bid), line.id, cid)
         pipe.hset(self.keys.batch_states(bid), cid, state.value)
         pipe.hincrby(self.keys.batch(bid), f"count:{state.value}", 1)
         pipe.hincrby(self.keys.batch(bid), "total", 1)
+        return _Placed(cid, submit_reply, items_reply)
 
     # State changes
 
@@ -349,15 +425,32 @@ class BatchStore:
             raw: dict[str, str] = self.client.hgetall(self.keys.batch(bid))  # type: ignore[assignment]
         if not raw:
             raise NotFound(f"batch {bid} does not exist")
-        return BatchInfo(
-            batch_id=bid,
-            status=BatchStatus(raw.get("status", "running")),
-            total=int(raw.get("total", 0)),
-            counts={state: int(raw.get(f"count:{state.value}", 0)) for state in BatchState},
-            usage=UsageMetadata(**{n: int(raw.get(f"usage:{n}", 0)) for n in USAGE_FIELDS}),
-            config=BatchConfig.model_validate_json(raw["config"]),
-            created_at=float(raw.get("created_at", 0)),
-        )
+        try:
+            return BatchInfo(
+                batch_id=bid,
+                status=BatchStatus(raw.get("status", "running")),
+                total=int(raw.get("total", 0)),
+                counts={state: int(raw.get(f"count:{state.value}", 0)) for state in BatchState},
+                usage=UsageMetadata(**{n: int(raw.get(f"usage:{n}", 0)) for n in USAGE_FIELDS}),
+                config=BatchConfig.model_validate_json(raw.get("config", "")),
+                created_at=float(raw.get("created_at", 0)),
+            )
+        except ValueError as exc:  # pydantic's ValidationError is one too
+            raise CorruptRecord(
+                f"{self.keys.batch(bid)} does not parse: {_first_line(exc)}"
+            ) from exc
+
+    def infos(self, ids: list[str], *, on_corrupt: OnCorrupt) -> list[BatchInfo]:
+        """The batches of `ids` that exist; one that does not parse goes to `on_corrupt`."""
+        found: list[BatchInfo] = []
+        for bid in ids:
+            try:
+                found.append(self.info(bid))
+            except NotFound:
+                continue
+            except CorruptRecord as exc:
+                on_corrupt(exc)
+        return found
 
     def ids(self, *, offset: int = 0, limit: int = 50) -> list[str]:
         with storage_errors("listing batches"):
@@ -391,6 +484,10 @@ class BatchStore:
             replies = pipe.execute()
         for item, state, turn in zip(items, replies[0::2], replies[1::2], strict=True):
             yield _result(item, state, turn if isinstance(turn, dict) else {})
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _result(item: dict[str, Any], state: Any, turn: dict[str, str]) -> dict[str, Any]:

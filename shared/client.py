@@ -74,8 +74,16 @@ class Client:
         compaction_token_budget: int | None = None,
         approval_timeout_s: int | None = None,
         batch_id: str | None = None,
+        labels: list[str] | None = None,
+        policy_may_loosen: bool = True,
+        owner: str = "",
     ) -> Conversation:
-        """Creates a conversation; every option defaults from settings."""
+        """Creates a conversation; every option defaults from settings.
+
+        `policy_may_loosen`: whether `tools` and `allow_all` may loosen the operator's tool
+        policy. True for a direct client (it holds the Redis credentials); the web sets it
+        from the caller's role. `owner` records who created it (the web's caller).
+        """
         if response_schema is not None:
             check_schema(response_schema)
         limits = TurnLimits(
@@ -101,13 +109,16 @@ class Client:
             compaction_token_budget=compaction_token_budget,
             approval_timeout_s=approval_timeout_s,
             batch_id=batch_id,
+            labels=labels,
+            policy_may_loosen=policy_may_loosen,
         )
-        return self.create(config, conversation_id=conversation_id)
+        return self.create(config, conversation_id=conversation_id, owner=owner)
 
     def create(
-        self, config: ConversationConfig, *, conversation_id: str | None = None
+        self, config: ConversationConfig, *, conversation_id: str | None = None, owner: str = ""
     ) -> Conversation:
-        return Conversation(self, self.store.create(config, conversation_id=conversation_id))
+        cid = self.store.create(config, conversation_id=conversation_id, owner=owner)
+        return Conversation(self, cid)
 
     def conversation(self, conversation_id: str) -> Conversation:
         """A handle on an existing conversation (NotFound when there is none)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Any
 
@@ -9,7 +10,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.settings import DoubleTextPolicy, Settings
 
-__all__ = ["ConversationConfig", "ToolPolicy", "ToolSelection", "TurnLimits"]
+__all__ = [
+    "LABEL_PATTERN",
+    "MAX_APPROVAL_TIMEOUT_S",
+    "MAX_HISTORY_SIZE",
+    "MAX_LABELS",
+    "MAX_MODEL_CALLS",
+    "MAX_TOOL_CALLS",
+    "MAX_TURN_TIMEOUT_S",
+    "ConversationConfig",
+    "ToolPolicy",
+    "ToolSelection",
+    "TurnLimits",
+]
 
 
 class ToolSelection(str, Enum):
@@ -28,18 +41,28 @@ class ToolPolicy(str, Enum):
     DENY = "deny"
 
 
-class TurnLimits(BaseModel):
-    model_config = ConfigDict(frozen=True)
+# Bounds of the numbers a conversation is configured with: finite, and within reason.
+MAX_MODEL_CALLS = 1_000
+MAX_TOOL_CALLS = 10_000
+MAX_TURN_TIMEOUT_S = 7 * 86_400.0
+MAX_APPROVAL_TIMEOUT_S = 365 * 86_400
+MAX_HISTORY_SIZE = 10_000_000
+MAX_LABELS = 16
+LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 
-    max_model_calls: int = Field(16, gt=0)
-    max_tool_calls: int = Field(32, ge=0)
-    timeout_s: float = Field(600.0, gt=0)
+
+class TurnLimits(BaseModel):
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
+    max_model_calls: int = Field(16, gt=0, le=MAX_MODEL_CALLS)
+    max_tool_calls: int = Field(32, ge=0, le=MAX_TOOL_CALLS)
+    timeout_s: float = Field(600.0, gt=0, le=MAX_TURN_TIMEOUT_S)
 
 
 class ConversationConfig(BaseModel):
     """How a conversation runs; every field has a default that works offline."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
     provider: str = "scripted"
     model: str = "signoff-demo"
@@ -48,18 +71,43 @@ class ConversationConfig(BaseModel):
         default=None,
         description="Enabled tools and their policy; None enables every registered tool.",
     )
-    allow_all: bool = Field(default=False, description="Run every tool without asking.")
+    allow_all: bool = Field(
+        default=False,
+        description="Run every tool without asking (honoured only with policy_may_loosen).",
+    )
+    policy_may_loosen: bool = Field(
+        default=False,
+        description="Set by the server when an operator (or a direct Python client) created the "
+        "conversation: its `tools` and `allow_all` may loosen the operator's tool policy; "
+        "otherwise they only tighten it.",
+    )
+    labels: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_LABELS,
+        description="Operator-set labels; tool policy rules can be scoped by label.",
+    )
     tool_selection: ToolSelection = ToolSelection.AUTO
-    max_history_size: int | None = Field(default=None, ge=0)
+    max_history_size: int | None = Field(default=None, ge=0, le=MAX_HISTORY_SIZE)
     response_schema: dict[str, Any] | None = None
     double_text_policy: DoubleTextPolicy = DoubleTextPolicy.ENQUEUE
     limits: TurnLimits = Field(default_factory=TurnLimits)
-    approval_timeout_s: int | None = Field(default=None, gt=0)
+    approval_timeout_s: int | None = Field(default=None, gt=0, le=MAX_APPROVAL_TIMEOUT_S)
     compaction_token_budget: int | None = Field(
-        default=None, ge=0, description="Compact past this many context tokens; None uses settings."
+        default=None,
+        ge=0,
+        le=10**9,
+        description="Compact past this many context tokens; None uses settings.",
     )
     batch_id: str | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: list[str]) -> list[str]:
+        for label in value:
+            if not re.match(LABEL_PATTERN, label):
+                raise ValueError(f"label {label!r} must be 1-64 letters, digits, _ . : -")
+        return sorted(set(value))
 
     @field_validator("provider", "model")
     @classmethod

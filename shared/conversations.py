@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,17 @@ from shared.lua import LuaScript
 from shared.redis_client import storage_errors
 from shared.settings import DoubleTextPolicy, Settings
 
-__all__ = ["ConversationRecord", "ConversationStore", "Submission", "TurnRecord", "new_id"]
+__all__ = [
+    "ConversationRecord",
+    "ConversationStore",
+    "OnCorrupt",
+    "Submission",
+    "TurnRecord",
+    "new_id",
+]
+
+# Told about each record a listing leaves out because it does not parse.
+OnCorrupt = Callable[[CorruptRecord], None]
 
 # Queued turns are ended here, not by a worker: they never started.
 _CANCEL_QUEUED_LUA = """
@@ -43,12 +54,16 @@ end
 """
 
 # KEYS: conv, inbox, new turn, events
-# ARGV: cid, turn id, prompt json, policy, now, maxlen, ttl_ms, channel, channel_all
+# ARGV: cid, turn id, prompt json, policy, now, maxlen, ttl_ms, channel, channel_all,
+#       owner the conversation must have ('' for any)
 _SUBMIT = LuaScript(
     EMIT_LUA
     + _CANCEL_QUEUED_LUA
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[10] then
+  return {'not_owner'}
+end
 if redis.call('HGET', KEYS[1], 'closed') == '1' then return {'closed'} end
 local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
 local queued = redis.call('LLEN', KEYS[2])
@@ -94,12 +109,12 @@ return {'ok', active, cancelled}
 )
 
 
-# KEYS: conv   ARGV: config json, now, double-text policy   -> 1 created, 0 the id is taken
+# KEYS: conv   ARGV: config json, now, double-text policy, owner   -> 1 created, 0 id taken
 _CREATE = LuaScript(
     """
 if redis.call('HSETNX', KEYS[1], 'config', ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'idle', 'closed', '0', 'created_at', ARGV[2],
-           'updated_at', ARGV[2], 'active_turn', '', 'policy', ARGV[3])
+           'updated_at', ARGV[2], 'active_turn', '', 'policy', ARGV[3], 'owner', ARGV[4])
 return 1
 """
 )
@@ -129,6 +144,7 @@ class ConversationRecord:
     created_at: float
     updated_at: float
     queued: int
+    owner: str = ""  # who created it: a user or token name, "batch:<id>", or "" (a direct client)
 
 
 @dataclass(frozen=True)
@@ -149,22 +165,26 @@ class ConversationStore:
         self.keys = keys
         self.settings = settings
 
-    def create(self, config: ConversationConfig, *, conversation_id: str | None = None) -> str:
+    def create(
+        self, config: ConversationConfig, *, conversation_id: str | None = None, owner: str = ""
+    ) -> str:
         cid = check_id(conversation_id or new_id(), "conversation id")
         with (
             storage_errors("creating a conversation"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            self.queue_create(pipe, cid, config)
+            self.queue_create(pipe, cid, config, owner=owner)
             created, _ = pipe.execute()
         if not created:
             raise Conflict(f"conversation {cid} already exists")
         return cid
 
-    def queue_create(self, pipe: Any, cid: str, config: ConversationConfig) -> None:
+    def queue_create(
+        self, pipe: Any, cid: str, config: ConversationConfig, *, owner: str = ""
+    ) -> None:
         """Queues the creation (a no-op returning 0 when the id is taken) and its index entry."""
         now = time.time()
-        args = [config.model_dump_json(), now, config.double_text_policy.value]
+        args = [config.model_dump_json(), now, config.double_text_policy.value, owner]
         _CREATE.queue(pipe, [self.keys.conversation(cid)], args)
         pipe.zadd(self.keys.conversations(), {cid: now}, nx=True)
 
@@ -184,16 +204,21 @@ class ConversationStore:
         raw, queued = results
         if not raw:
             raise NotFound(f"conversation {cid} does not exist")
-        return ConversationRecord(
-            conversation_id=cid,
-            config=self._config(cid, raw),
-            status=ConversationStatus(raw.get("status", "idle")),
-            closed=raw.get("closed") == "1",
-            active_turn=raw.get("active_turn", ""),
-            created_at=float(raw.get("created_at", 0)),
-            updated_at=float(raw.get("updated_at", 0)),
-            queued=int(queued),
-        )
+        config = self._config(cid, raw)
+        try:
+            return ConversationRecord(
+                conversation_id=cid,
+                config=config,
+                status=ConversationStatus(raw.get("status", "idle")),
+                closed=raw.get("closed") == "1",
+                active_turn=raw.get("active_turn", ""),
+                created_at=float(raw.get("created_at", 0)),
+                updated_at=float(raw.get("updated_at", 0)),
+                queued=int(queued),
+                owner=raw.get("owner", ""),
+            )
+        except ValueError as exc:
+            raise CorruptRecord(f"{self.keys.conversation(cid)} does not parse: {exc}") from exc
 
     def _config(self, cid: str, raw: dict[str, str]) -> ConversationConfig:
         try:
@@ -214,11 +239,18 @@ class ConversationStore:
         return Submission(turn_id=tid, after_event_id=self.check_submit(cid, reply))
 
     def queue_submit(
-        self, pipe: Any, cid: str, prompt: Content, policy: DoubleTextPolicy | None = None
+        self,
+        pipe: Any,
+        cid: str,
+        prompt: Content,
+        policy: DoubleTextPolicy | None = None,
+        *,
+        owner: str = "",
     ) -> str:
         """Queues the submit script (and the sweeper's index); returns the turn id.
 
-        Without a policy, the conversation's own (stored at creation) applies.
+        Without a policy, the conversation's own (stored at creation) applies. With an
+        `owner`, the turn is queued only into a conversation that owner created.
         """
         tid = new_id()
         keys = [
@@ -234,6 +266,7 @@ class ConversationStore:
             policy.value if policy else "",
             time.time(),
             *self._emit_args(cid),
+            owner,
         ]
         pipe.zadd(self.keys.active(), {cid: time.time()})
         _SUBMIT.queue(pipe, keys, args)
@@ -243,6 +276,8 @@ class ConversationStore:
         outcome = reply[0]
         if outcome == "not_found":
             raise NotFound(f"conversation {cid} does not exist")
+        if outcome == "not_owner":
+            raise Conflict(f"conversation {cid} exists and was created by someone else")
         if outcome == "closed":
             raise ConversationClosed(f"conversation {cid} is closed; its history stays readable")
         if outcome == "busy":
@@ -303,7 +338,12 @@ class ConversationStore:
             return int(self.client.zcard(self.keys.conversations()))
 
     def ids_by_status(
-        self, status: ConversationStatus, *, offset: int = 0, limit: int = 50
+        self,
+        status: ConversationStatus,
+        *,
+        offset: int = 0,
+        limit: int = 50,
+        on_corrupt: OnCorrupt | None = None,
     ) -> tuple[list[str], bool]:
         """Ids in `status`, newest first, and whether more follow.
 
@@ -316,13 +356,19 @@ class ConversationStore:
             chunk = self.ids(offset=position, limit=_STATUS_SCAN_CHUNK)
             if not chunk:
                 break
-            found = self.statuses(chunk)
+            found = self.statuses(chunk, on_corrupt=on_corrupt)
             matched += [cid for cid, s in zip(chunk, found, strict=True) if s is status]
             position += len(chunk)
         return matched[offset : offset + limit], len(matched) > offset + limit
 
-    def statuses(self, ids: list[str]) -> list[ConversationStatus | None]:
-        """The status of each conversation (None for one that is gone), pipelined."""
+    def statuses(
+        self, ids: list[str], *, on_corrupt: OnCorrupt | None = None
+    ) -> list[ConversationStatus | None]:
+        """The status of each conversation (None for one that is gone), pipelined.
+
+        An unknown status raises `CorruptRecord`, or, given `on_corrupt`, is reported to it
+        and read as None.
+        """
         with (
             storage_errors("reading conversation statuses"),
             self.client.pipeline(transaction=False) as pipe,
@@ -330,10 +376,28 @@ class ConversationStore:
             for cid in ids:
                 pipe.hget(self.keys.conversation(cid), "status")
             found = pipe.execute()
-        return [None if s is None else ConversationStatus(s) for s in found]
+        return [self._status(cid, s, on_corrupt) for cid, s in zip(ids, found, strict=True)]
 
-    def records(self, ids: list[str]) -> list[ConversationRecord]:
-        """The records of `ids` in one round trip, leaving out any that are gone."""
+    def _status(
+        self, cid: str, raw: str | None, on_corrupt: OnCorrupt | None
+    ) -> ConversationStatus | None:
+        try:
+            return None if raw is None else ConversationStatus(raw)
+        except ValueError:
+            error = CorruptRecord(f"status of {self.keys.conversation(cid)} is {raw[:30]!r}")
+            if on_corrupt is None:
+                raise error from None
+            on_corrupt(error)
+            return None
+
+    def records(
+        self, ids: list[str], *, on_corrupt: OnCorrupt | None = None
+    ) -> list[ConversationRecord]:
+        """The records of `ids` in one round trip, leaving out any that are gone.
+
+        A record that does not parse raises `CorruptRecord`, or, given `on_corrupt`, is
+        reported to it and left out too: one bad record cannot take a listing down.
+        """
         with (
             storage_errors("reading conversations"),
             self.client.pipeline(transaction=False) as pipe,
@@ -341,11 +405,17 @@ class ConversationStore:
             for cid in ids:
                 self.queue_get(pipe, cid)
             results = pipe.execute()
-        return [
-            self.parse_get(cid, results[2 * i : 2 * i + 2])
-            for i, cid in enumerate(ids)
-            if results[2 * i]
-        ]
+        found: list[ConversationRecord] = []
+        for i, cid in enumerate(ids):
+            if not results[2 * i]:
+                continue
+            try:
+                found.append(self.parse_get(cid, results[2 * i : 2 * i + 2]))
+            except CorruptRecord as exc:
+                if on_corrupt is None:
+                    raise
+                on_corrupt(exc)
+        return found
 
     def _emit_args(self, cid: str) -> list[Any]:
         return [

@@ -11,14 +11,17 @@ from dataclasses import dataclass
 
 from shared.errors import InvalidInput
 
-__all__ = ["KeySpace", "check_id"]
+__all__ = ["ID_PATTERN", "KeySpace", "check_id"]
 
-_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+# Every id (conversation, turn, notification, batch): what may sit inside a key and a hash
+# tag. Matched whole (`fullmatch`), never with `^...$`: `$` also matches before a final "\n".
+ID_PATTERN = r"[A-Za-z0-9_.\-]{1,128}"
+_ID = re.compile(ID_PATTERN)
 
 
 def check_id(value: str, what: str = "id") -> str:
     """Rejects ids that could break out of a key or a hash tag."""
-    if not isinstance(value, str) or not _ID.match(value):
+    if not isinstance(value, str) or not _ID.fullmatch(value):
         raise InvalidInput(f"{what} {value!r} must be 1-128 characters of letters, digits, _ . -")
     return value
 
@@ -183,6 +186,22 @@ class KeySpace:
         """STRING: sign-in attempts of one client address this minute."""
         return f"{self.prefix}:login:{client}"
 
+    def login_attempts_as(self, username: str) -> str:
+        """STRING: sign-in attempts naming one username this minute, from any address."""
+        return f"{self.prefix}:login-user:{username}"
+
+    def session(self, digest: str) -> str:
+        """STRING: one web session (JSON), by the SHA-256 of its id; expires with the session."""
+        return f"{self.prefix}:session:{digest}"
+
+    def user_sessions(self, username: str) -> str:
+        """SET of one operator's session digests, so all of them can be ended at once."""
+        return f"{self.prefix}:sessions:{username}"
+
+    def tokens_used(self) -> str:
+        """HASH: SHA-256 of an API token -> when it was last used (noted once a minute at most)."""
+        return f"{self.prefix}:tokens:used"
+
     def heartbeat(self, process: str) -> str:
         """STRING: when `process` (e.g. `beat`) last showed it is alive; expires when it stops."""
         return f"{self.prefix}:heartbeat:{process}"
@@ -190,6 +209,19 @@ class KeySpace:
     def batches(self) -> str:
         """ZSET of batch ids by creation time."""
         return f"{self.prefix}:batches"
+
+    # The operator's tool policy
+    def policy_rules(self) -> str:
+        """HASH: ``<tool>|<scope>`` -> auto, ask or deny; the operator's tool policy."""
+        return f"{self.prefix}:policy:rules"
+
+    def policy_log(self) -> str:
+        """STREAM of policy changes: who, when, which rule, before and after."""
+        return f"{self.prefix}:policy:log"
+
+    def tool_catalog(self) -> str:
+        """HASH: tool name -> JSON (description, built-in default policy), written by workers."""
+        return f"{self.prefix}:tools"
 
     def rate_bucket(self, provider: str, model: str, unit: str) -> str:
         """HASH of one token bucket (`requests` or `tokens`) shared by every worker."""

@@ -25,7 +25,9 @@ __all__ = ["MAX_ITEM_ID", "batch_config", "batch_lines", "conversation_config"]
 MAX_ITEM_ID = 200
 
 
-def conversation_config(settings: Settings, options: ConversationOptions) -> ConversationConfig:
+def conversation_config(
+    settings: Settings, options: ConversationOptions, *, policy_may_loosen: bool = False
+) -> ConversationConfig:
     """The configuration `Client.new_conversation` would build from the same options."""
     if options.response_schema is not None:
         check_schema(options.response_schema)
@@ -39,12 +41,18 @@ def conversation_config(settings: Settings, options: ConversationOptions) -> Con
     chosen = options.model_dump(
         exclude_none=True, exclude={"max_model_calls", "max_tool_calls", "timeout_s"}
     )
-    return ConversationConfig.from_settings(settings, **chosen, limits=limits)
+    return ConversationConfig.from_settings(
+        settings, **chosen, limits=limits, policy_may_loosen=policy_may_loosen
+    )
 
 
-def batch_config(settings: Settings, body: BatchConfigBody) -> BatchConfig:
+def batch_config(
+    settings: Settings, body: BatchConfigBody, *, policy_may_loosen: bool = False
+) -> BatchConfig:
     return BatchConfig(
-        conversation=conversation_config(settings, body.conversation),
+        conversation=conversation_config(
+            settings, body.conversation, policy_may_loosen=policy_may_loosen
+        ),
         max_concurrency=body.max_concurrency,
     )
 

@@ -25,6 +25,7 @@ from shared.event_log import EventLog
 from shared.history import HistoryStore
 from shared.keys import KeySpace
 from shared.notifications import NotificationStore
+from shared.policy import PolicyStore
 from shared.settings import Settings
 from shared.users import LoginThrottle, TokenStore, UserStore
 from webui.broadcast import Broadcaster
@@ -63,6 +64,11 @@ class Services:
     def events(self) -> EventLog:
         return self.client.events
 
+    @property
+    def policies(self) -> PolicyStore:
+        """The operator's tool policy and the tool catalog workers publish."""
+        return PolicyStore(self.redis, self.keys)
+
     def history(self, cid: str) -> HistoryStore:
         """The history and usage of one conversation (reads only: no bound applies)."""
         return HistoryStore(self.redis, self.keys, cid)
@@ -98,7 +104,12 @@ def build_services(settings: Settings) -> Services:
         client=signoff,
         users=UserStore(client, keys),
         tokens=TokenStore(client, keys),
-        throttle=LoginThrottle(client, keys, per_minute=settings.login_attempts_per_minute),
+        throttle=LoginThrottle(
+            client,
+            keys,
+            per_minute=settings.login_attempts_per_minute,
+            per_user_per_minute=settings.login_attempts_per_user_per_minute,
+        ),
         notifications=NotificationStore(client, keys, settings, tasks=signoff.tasks),
         batches=BatchStore(client, keys, settings, tasks=signoff.tasks),
         broadcaster=Broadcaster(client, keys.live_all(), ready_timeout_s=settings.redis_timeout_s),

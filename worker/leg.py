@@ -11,6 +11,7 @@ from shared.config import ConversationConfig
 from shared.conversations import TurnRecord
 from shared.history import HistoryStore
 from shared.keys import KeySpace
+from shared.policy import OperatorPolicy, PolicyStore
 from shared.settings import Settings
 from shared.steps import Step
 from worker.checkpoint import TurnCheckpoint
@@ -36,6 +37,7 @@ class Leg:
     started: float = field(default_factory=time.monotonic)
     cancelled_at_start: bool = False
     flags: dict[str, str] = field(default_factory=dict)  # the conversation's hash, as claimed
+    _operator_policy: OperatorPolicy | None = None
     _window: list[Step] | None = None
     _window_base: int = 0
 
@@ -62,6 +64,12 @@ class Leg:
         self.checkpoint.elapsed_s = self.elapsed_s()
         self.started = time.monotonic()
         return {"checkpoint": self.checkpoint.model_dump_json()}
+
+    def operator_policy(self) -> OperatorPolicy:
+        """The operator's tool rules: read on first use in this leg, then reused."""
+        if self._operator_policy is None:
+            self._operator_policy = PolicyStore(self.client, self.keys).load()
+        return self._operator_policy
 
     def cancel_requested(self) -> bool:
         """Whether abort reached this turn: read at the leg's start, then from every flush."""

@@ -18,12 +18,13 @@ from pydantic import ValidationError
 from shared.approvals import NotificationStatus
 from shared.batches import BatchStore
 from shared.conversations import ConversationStore
-from shared.errors import CorruptRecord
+from shared.errors import CorruptRecord, SignoffError
 from shared.events import ConversationStatus
 from shared.history import HistoryStore
 from shared.keys import KeySpace
 from shared.lua import LuaScript
 from shared.notifications import NotificationStore
+from shared.policy import PolicyStore, ToolInfo
 from shared.rate_limit import RateLimiter
 from shared.redis_client import storage_errors
 from shared.settings import Settings
@@ -96,6 +97,18 @@ class Runtime:
         self.notifications = NotificationStore(client, self.keys, settings)
         self.limiter = RateLimiter(client, self.keys, settings.rate_limits)
         self.batches = BatchStore(client, self.keys, settings, _Advancer(send_advance))
+        self._publish_tools()
+
+    def _publish_tools(self) -> None:
+        """Describes this worker's tools, so the web can show and check tool policies."""
+        tools = [self.registry.get(name) for name in self.registry.names()]
+        infos = [
+            ToolInfo(name=t.name, description=t.description, default_policy=t.policy) for t in tools
+        ]
+        try:
+            PolicyStore(self.client, self.keys).publish_catalog(infos)
+        except SignoffError as exc:
+            log.warning("could not publish the tool catalog (retried at the next start): %s", exc)
 
     def advance(self, cid: str) -> str:
         """One leg for conversation `cid`; returns what happened, for logs and tests."""

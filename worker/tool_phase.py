@@ -14,12 +14,12 @@ from typing import Any
 
 from shared.config import ToolPolicy
 from shared.events import ConversationStatus, StepEvent, TurnStatus
+from shared.policy import effective_policy
 from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
 from worker.approval import Decision, decision_for, park
 from worker.checkpoint import Phase
 from worker.leg import Leg
 from worker.tools import ToolContext, ToolOutcome, ToolRegistry
-from worker.tools.ask_operator import ASK_OPERATOR
 from worker.writer import Flush
 
 __all__ = ["ToolPhase", "policy_for", "run_pending_tools"]
@@ -38,21 +38,21 @@ def policy_for(
 ) -> ToolPolicy | None:
     """The policy for a tool in this conversation, or None when it is not enabled.
 
+    The operator's rules are read once per leg (only when a tool is decided at all).
     `for_call`: deciding about an actual call, so a batch-wide allow is read too.
     """
-    config = leg.config
-    if config.tools is not None and name not in config.tools:
-        return None
     if name not in registry.names():
         return None
-    if name == ASK_OPERATOR:
-        return ToolPolicy.ASK  # a question for a person is never answered automatically
-    if config.allow_all or leg.flags.get(f"allow:{name}") == "1":
-        return ToolPolicy.AUTO
-    policy = config.tools[name] if config.tools is not None else registry.get(name).policy
-    if for_call and policy is ToolPolicy.ASK and _allowed_for_batch(leg, name):
-        return ToolPolicy.AUTO
-    return policy
+    if leg.config.tools is not None and name not in leg.config.tools:
+        return None
+    sticky = leg.flags.get(f"allow:{name}") == "1" or (for_call and _allowed_for_batch(leg, name))
+    return effective_policy(
+        name,
+        default=registry.get(name).policy,
+        operator=leg.operator_policy(),
+        config=leg.config,
+        sticky_allow=sticky,
+    )
 
 
 def _allowed_for_batch(leg: Leg, name: str) -> bool:

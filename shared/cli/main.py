@@ -31,6 +31,15 @@ def cli() -> None:
 
 def main() -> None:
     # importing the command modules registers their commands on `cli`
-    from shared.cli import approvals, batch, chat, conversations, doctor, processes, users  # noqa: F401  # noqa: F401
+    from shared.cli import (  # noqa: F401
+        approvals,
+        batch,
+        chat,
+        conversations,
+        doctor,
+        policy,
+        processes,
+        users,
+    )
 
     cli()

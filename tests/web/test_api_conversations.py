@@ -67,7 +67,7 @@ def test_revoked_token_is_refused(http: FlaskClient, svc: Services) -> None:
     assert http.get("/api/v1/conversations", headers=headers).status_code == 401
 
 
-def test_create_then_read(http: FlaskClient, submitter: dict[str, str]) -> None:
+def test_create_then_read(http: FlaskClient, operator: dict[str, str]) -> None:
     response = http.post(
         "/api/v1/conversations",
         json={
@@ -78,7 +78,7 @@ def test_create_then_read(http: FlaskClient, submitter: dict[str, str]) -> None:
             "conversation_id": "conv-1",
             "double_text_policy": "reject",
         },
-        headers=submitter,
+        headers=operator,
     )
     assert response.status_code == 201, response.text
     body = response.json
@@ -90,15 +90,15 @@ def test_create_then_read(http: FlaskClient, submitter: dict[str, str]) -> None:
     assert body["config"]["double_text_policy"] == "reject"
     assert body["metadata"] == {"team": "ops"}
     assert body["usage"] == {"total": UsageMetadata().model_dump(), "last_turn": None}
-    again = http.get("/api/v1/conversations/conv-1", headers=submitter)
+    again = http.get("/api/v1/conversations/conv-1", headers=operator)
     assert again.status_code == 200
     assert again.json == body
 
 
-def test_create_conflict_on_duplicate_id(http: FlaskClient, submitter: dict[str, str]) -> None:
-    new_conversation(http, submitter, conversation_id="dup")
+def test_create_conflict_on_duplicate_id(http: FlaskClient, operator: dict[str, str]) -> None:
+    new_conversation(http, operator, conversation_id="dup")
     response = http.post(
-        "/api/v1/conversations", json={"conversation_id": "dup"}, headers=submitter
+        "/api/v1/conversations", json={"conversation_id": "dup"}, headers=operator
     )
     assert response.status_code == 409
     assert response.json["error"]["code"] == "conflict"
@@ -110,7 +110,7 @@ def test_create_conflict_on_duplicate_id(http: FlaskClient, submitter: dict[str,
         ({"max_model_calls": 0}, "max_model_calls"),
         ({"tools": {"calculator": "sometimes"}}, "tools.calculator"),
         ({"unknown_option": 1}, "unknown_option"),
-        ({"conversation_id": "has space"}, "conversation id"),
+        ({"conversation_id": "has space"}, "conversation_id"),
         ({"response_schema": {"type": "nonsense"}}, "response schema"),
         ({"model": "   "}, "model"),
     ],

@@ -87,7 +87,7 @@ def test_batch_roles_and_unknown_batches(
             422,
             "response schema",
         ),
-        ({"items": [{"prompt": "x"}], "batch_id": "not/an id"}, 422, "batch id"),
+        ({"items": [{"prompt": "x"}], "batch_id": "not/an id"}, 422, "batch_id"),
     ],
 )
 def test_batch_bodies_are_validated(

@@ -12,8 +12,11 @@ from webui.api import (
     history,
     notifications,
     openapi,
+    policy,
     prompts,
+    tokens,
     usage,
+    users,
 )
 
 __all__ = ["blueprint"]
@@ -30,6 +33,9 @@ def blueprint() -> Blueprint:
         usage,
         batches,
         audit,
+        policy,
+        tokens,
+        users,
         openapi,
     ):
         api.register_blueprint(resource.blueprint())

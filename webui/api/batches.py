@@ -24,11 +24,13 @@ from webui.api.models import (
 )
 from webui.api.operations import LIMIT, OFFSET, operation
 from webui.api.replies import reply
-from webui.auth import requires
+from webui.auth import Principal, current_principal, requires
 from webui.batch_input import batch_config, batch_lines
 from webui.errors import invalid_body
+from webui.gate import check_batch_owner, check_chosen_id, check_tool_options, is_operator
 from webui.params import int_param, json_body
 from webui.services import Services, services
+from webui.unreadable import skip_unreadable
 
 __all__ = ["NDJSON", "batch_detail", "batch_page", "blueprint", "result_lines"]
 
@@ -44,11 +46,14 @@ def batch_detail(svc: Services, bid: str) -> BatchDetail:
 
 
 def batch_page(svc: Services, *, offset: int, limit: int) -> BatchList:
-    """A page of batches, newest first (one more id is read to know whether more follow)."""
+    """A page of batches, newest first (one more id is read to know whether more follow).
+
+    A batch whose record does not parse is left out (and logged), not allowed to fail the page.
+    """
     ids = svc.batches.ids(offset=offset, limit=limit + 1)
     items = [
-        BatchSummary.of(svc.batches.info(bid), svc.notifications.count_pending(batch_id=bid))
-        for bid in ids[:limit]
+        BatchSummary.of(info, svc.notifications.count_pending(batch_id=info.batch_id))
+        for info in svc.batches.infos(ids[:limit], on_corrupt=skip_unreadable)
     ]
     more = len(ids) > limit
     return BatchList(
@@ -56,12 +61,31 @@ def batch_page(svc: Services, *, offset: int, limit: int) -> BatchList:
     )
 
 
-def _submit(svc: Services, body: NewBatch) -> BatchSubmitted:
+def _check_caller(svc: Services, caller: Principal, body: NewBatch) -> None:
+    """A submitter adds to its own batches only, in its namespace, tightening the policy only."""
+    options = body.config.conversation
+    if body.batch_id is not None and svc.batches.exists(body.batch_id):
+        check_batch_owner(caller, svc.batches, body.batch_id)
+    else:
+        check_chosen_id(caller, body.batch_id, "batch_id")
+    check_tool_options(
+        caller,
+        svc.policies,
+        tools=options.tools,
+        allow_all=options.allow_all,
+        labels=options.labels,
+        batch_id=body.batch_id,
+        prefix="config.conversation.",
+    )
+
+
+def _submit(svc: Services, caller: Principal, body: NewBatch) -> BatchSubmitted:
+    _check_caller(svc, caller, body)
     try:
-        config = batch_config(svc.settings, body.config)
+        config = batch_config(svc.settings, body.config, policy_may_loosen=is_operator(caller))
     except ValidationError as exc:
         raise invalid_body(exc) from None
-    bid = svc.batches.create(config, batch_id=body.batch_id)
+    bid = svc.batches.create(config, batch_id=body.batch_id, created_by=caller.name)
     if svc.batches.info(bid).status is BatchStatus.CANCELLED:
         raise Conflict(f"batch {bid} was cancelled; submit to a new batch")
     lines = list(batch_lines(body.items, svc.settings))  # as many as the body already holds
@@ -85,11 +109,11 @@ def _submit(svc: Services, body: NewBatch) -> BatchSubmitted:
     request=NewBatch,
     response=BatchSubmitted,
     status=201,
-    errors=(400, 409, 413, 422),
+    errors=(400, 403, 409, 413, 422),
 )
 def create() -> Response:
     svc = services()
-    submitted = _submit(svc, json_body(NewBatch))
+    submitted = _submit(svc, current_principal(), json_body(NewBatch))
     location = url_for(".get", bid=submitted.batch.id)
     return reply(submitted, 201, headers={"Location": location})
 
@@ -116,10 +140,11 @@ def get(bid: str) -> Response:
     "Cancel a batch: queued items at once, running and waiting ones are aborted",
     response=BatchCancelled,
     status=202,
-    errors=(404,),
+    errors=(403, 404),
 )
 def cancel(bid: str) -> Response:
     svc = services()
+    check_batch_owner(current_principal(), svc.batches, bid)
     stopped = svc.batches.cancel(bid)
     return reply(BatchCancelled(batch=batch_detail(svc, bid), stopped=stopped), 202)
 

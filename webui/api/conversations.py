@@ -6,6 +6,7 @@ from flask import Blueprint, Response, url_for
 from pydantic import ValidationError
 
 from shared.events import ConversationStatus
+from shared.policy import policy_table
 from shared.users import Role
 from webui.api.models import (
     ConversationDetail,
@@ -17,8 +18,9 @@ from webui.api.models import (
 )
 from webui.api.operations import LIMIT, OFFSET, Param, operation
 from webui.api.replies import reply
-from webui.auth import requires
+from webui.auth import current_principal, requires
 from webui.errors import invalid_body
+from webui.gate import check_chosen_id, check_conversation_owner, check_tool_options, is_operator
 from webui.listing import list_conversations
 from webui.params import enum_param, int_param, json_body
 from webui.services import Services, services
@@ -35,8 +37,10 @@ STATUS = Param(
 def detail(svc: Services, cid: str) -> ConversationDetail:
     record = svc.store.get(cid)
     usage = svc.history(cid).usage_summary()
+    policies = svc.policies
+    table = policy_table(policies.catalog(), policies.load(), record.config)
     return conversation_detail(
-        record, Usage(total=usage.total, last_turn=usage.last_turn), usage.turn_count
+        record, Usage(total=usage.total, last_turn=usage.last_turn), usage.turn_count, table
     )
 
 
@@ -46,13 +50,22 @@ def detail(svc: Services, cid: str) -> ConversationDetail:
     request=NewConversation,
     response=ConversationDetail,
     status=201,
-    errors=(400, 409, 422),
+    errors=(400, 403, 409, 422),
 )
 def create() -> Response:
     body = json_body(NewConversation)
     svc = services()
+    caller = current_principal()
+    check_chosen_id(caller, body.conversation_id, "conversation_id")
+    check_tool_options(
+        caller, svc.policies, tools=body.tools, allow_all=body.allow_all, labels=body.labels
+    )
     try:
-        conversation = svc.client.new_conversation(**body.model_dump(exclude_none=True))
+        conversation = svc.client.new_conversation(
+            **body.model_dump(exclude_none=True),
+            policy_may_loosen=is_operator(caller),
+            owner=caller.name,
+        )
     except ValidationError as exc:
         raise invalid_body(exc) from None
     cid = conversation.conversation_id
@@ -97,10 +110,11 @@ def get(cid: str) -> Response:
     "Abort the running turn and every queued one",
     response=ConversationSummary,
     status=202,
-    errors=(404,),
+    errors=(403, 404),
 )
 def abort(cid: str) -> Response:
     svc = services()
+    check_conversation_owner(current_principal(), svc.store.get(cid))
     svc.client.conversation(cid).abort()
     return reply(ConversationSummary.of(svc.store.get(cid)), 202)
 
@@ -110,10 +124,11 @@ def abort(cid: str) -> Response:
     "Abort, then refuse new prompts for good (history stays readable)",
     response=ConversationSummary,
     status=202,
-    errors=(404,),
+    errors=(403, 404),
 )
 def close(cid: str) -> Response:
     svc = services()
+    check_conversation_owner(current_principal(), svc.store.get(cid))
     svc.client.conversation(cid).close()
     return reply(ConversationSummary.of(svc.store.get(cid)), 202)
 

@@ -8,10 +8,23 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.approvals import Allow, Deny, NotificationStatus, ResolutionKind
 from shared.batches import BatchConfig, BatchInfo, BatchState, BatchStatus
-from shared.config import ConversationConfig, ToolPolicy, ToolSelection
+from shared.config import (
+    LABEL_PATTERN,
+    MAX_APPROVAL_TIMEOUT_S,
+    MAX_HISTORY_SIZE,
+    MAX_LABELS,
+    MAX_MODEL_CALLS,
+    MAX_TOOL_CALLS,
+    MAX_TURN_TIMEOUT_S,
+    ConversationConfig,
+    ToolPolicy,
+    ToolSelection,
+)
 from shared.content import Content
 from shared.conversations import ConversationRecord
 from shared.events import ChatResponse, ConversationStatus, TurnStatus
+from shared.keys import ID_PATTERN
+from shared.policy import TOOL_NAME_PATTERN
 from shared.settings import DoubleTextPolicy
 from shared.steps import Step, UsageMetadata
 
@@ -54,29 +67,46 @@ class _Request(BaseModel):
 
 
 class ConversationOptions(_Request):
-    """How a new conversation runs; each omitted option defaults from settings."""
+    """How a new conversation runs; each omitted option defaults from settings.
 
-    provider: str | None = None
-    model: str | None = None
+    Below the operator role, `tools` may only tighten the operator's tool policy, and
+    `allow_all` and `labels` are refused (403 naming the field).
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    provider: str | None = Field(None, min_length=1, max_length=100)
+    model: str | None = Field(None, min_length=1, max_length=200)
     system_prompt: str = Field("", max_length=200_000)
-    tools: dict[str, ToolPolicy] | None = None
+    tools: dict[Annotated[str, Field(pattern=TOOL_NAME_PATTERN)], ToolPolicy] | None = Field(
+        None, max_length=256
+    )
     allow_all: bool = False
+    labels: list[Annotated[str, Field(pattern=LABEL_PATTERN)]] | None = Field(
+        None, max_length=MAX_LABELS, description="Operator only: tool policy rules match labels."
+    )
     tool_selection: ToolSelection = ToolSelection.AUTO
-    max_history_size: int | None = Field(None, ge=0)
+    max_history_size: int | None = Field(None, ge=0, le=MAX_HISTORY_SIZE)
     response_schema: dict[str, Any] | None = None
     double_text_policy: DoubleTextPolicy | None = None
-    max_model_calls: int | None = Field(None, gt=0)
-    max_tool_calls: int | None = Field(None, ge=0)
-    timeout_s: float | None = Field(None, gt=0)
-    metadata: dict[str, str] | None = None
-    compaction_token_budget: int | None = Field(None, ge=0)
-    approval_timeout_s: int | None = Field(None, gt=0)
+    max_model_calls: int | None = Field(None, gt=0, le=MAX_MODEL_CALLS)
+    max_tool_calls: int | None = Field(None, ge=0, le=MAX_TOOL_CALLS)
+    timeout_s: float | None = Field(None, gt=0, le=MAX_TURN_TIMEOUT_S)
+    metadata: (
+        dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=2000)]] | None
+    ) = Field(None, max_length=64)
+    compaction_token_budget: int | None = Field(None, ge=0, le=10**9)
+    approval_timeout_s: int | None = Field(None, gt=0, le=MAX_APPROVAL_TIMEOUT_S)
 
 
 class NewConversation(ConversationOptions):
     """The options of `Client.new_conversation`, and optionally the conversation's id."""
 
-    conversation_id: str | None = None
+    conversation_id: str | None = Field(
+        None,
+        pattern=f"^{ID_PATTERN}$",
+        description="Below the operator role, it must start with the caller's name and a dot.",
+    )
 
 
 class PromptBody(_Request):
@@ -131,6 +161,11 @@ class ConversationDetail(ConversationSummary):
     config: ConversationConfig
     usage: Usage
     turn_count: int
+    tool_policy: dict[str, ToolPolicy | None] = Field(
+        default_factory=dict,
+        description="What a call of each known tool does now (auto, ask, deny; null: disabled), "
+        "from the operator's rules and the conversation's own tightening.",
+    )
 
 
 def _summary_fields(record: ConversationRecord) -> dict[str, Any]:
@@ -149,10 +184,17 @@ def _summary_fields(record: ConversationRecord) -> dict[str, Any]:
 
 
 def conversation_detail(
-    record: ConversationRecord, usage: Usage, turn_count: int
+    record: ConversationRecord,
+    usage: Usage,
+    turn_count: int,
+    tool_policy: dict[str, ToolPolicy | None] | None = None,
 ) -> ConversationDetail:
     return ConversationDetail(
-        **_summary_fields(record), config=record.config, usage=usage, turn_count=turn_count
+        **_summary_fields(record),
+        config=record.config,
+        usage=usage,
+        turn_count=turn_count,
+        tool_policy=tool_policy or {},
     )
 
 
@@ -222,7 +264,10 @@ class NewBatch(_Request):
 
     batch_id: str | None = Field(
         None,
-        description="Reuse an id to add items to a batch (its configuration stays as it was): "
+        pattern=f"^{ID_PATTERN}$",
+        description="Below the operator role, a new id must start with the caller's name and a "
+        "dot, and only the batch's creator may add to it. Reuse an id to add items to a batch "
+        "(its configuration stays as it was): "
         "items whose id it already has are skipped, so a retried request submits nothing twice.",
     )
     config: BatchConfigBody = Field(default_factory=BatchConfigBody)

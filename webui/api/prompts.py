@@ -12,7 +12,8 @@ from shared.users import Role
 from webui.api.models import PromptAccepted, PromptBody, TurnView
 from webui.api.operations import operation
 from webui.api.replies import reply
-from webui.auth import requires
+from webui.auth import current_principal, requires
+from webui.gate import check_conversation_owner
 from webui.params import json_body
 from webui.services import services
 
@@ -41,14 +42,16 @@ def _multipart_prompt() -> Content:
     multipart=True,
     response=PromptAccepted,
     status=202,
-    errors=(400, 404, 409, 413, 422),
+    errors=(400, 403, 404, 409, 413, 422),
 )
 def send(cid: str) -> Response:
+    svc = services()
+    check_conversation_owner(current_principal(), svc.store.get(cid))
     if request.mimetype == "multipart/form-data":
         prompt: str | Content = _multipart_prompt()
     else:
         prompt = json_body(PromptBody).prompt()
-    turn_id = services().client.conversation(cid).send(prompt)
+    turn_id = svc.client.conversation(cid).send(prompt)
     location = url_for(".turn", cid=cid, turn_id=turn_id)
     return reply(
         PromptAccepted(conversation_id=cid, turn_id=turn_id), 202, headers={"Location": location}

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Blueprint
 
 from shared.errors import StorageError
-from webui.pages import approvals, audit, batches, bulk, conversations, session, usage
+from webui.pages import approvals, audit, batches, bulk, conversations, policy, session, usage
 from webui.services import services
 
 __all__ = ["blueprint", "pending_approvals", "pretty_json"]
@@ -34,7 +34,7 @@ def _globals() -> dict[str, Any]:
 def blueprint() -> Blueprint:
     pages = Blueprint("pages", __name__)
     pages.app_context_processor(_globals)
-    for section in (session, conversations, bulk, approvals, batches, audit, usage):
+    for section in (session, conversations, bulk, approvals, batches, policy, audit, usage):
         pages.register_blueprint(section.blueprint())
     pages.add_app_template_filter(pretty_json, "pretty_json")
     return pages

@@ -10,6 +10,7 @@ from flask.typing import ResponseReturnValue
 from shared.client import Conversation
 from shared.errors import SignoffError
 from shared.events import ConversationStatus
+from shared.policy import policy_table
 from shared.users import Role
 from webui.auth import requires
 from webui.listing import list_conversations
@@ -52,9 +53,11 @@ def view(cid: str) -> ResponseReturnValue:
     page = svc.history(cid).page(
         None if offset is None else int_param("offset", 0, low=0, high=10**9), HISTORY_PAGE
     )
+    policies = svc.policies
     return render_template(
         "conversation.html",
         record=record,
+        tool_policy=policy_table(policies.catalog(), policies.load(), record.config),
         page=page,
         usage=svc.history(cid).usage_summary(),
         last_event_id=last_event_id,

@@ -1,0 +1,276 @@
+"""The approval gate at the API's edge: a submitter can only tighten the operator's policy.
+
+Each finding of the gate review is reproduced here: `allow_all` or a looser `tools`
+entry from a submitter, batch conversation squatting, ids outside the caller's
+namespace, acting on someone else's conversation, and non-finite numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from shared.config import ToolPolicy
+from shared.policy import PolicyRule, ToolInfo
+from shared.users import Role
+from tests.web.conftest import bearer, new_conversation
+from webui.services import Services
+
+CATALOG = [
+    ToolInfo(name="send_email", description="Sends mail.", default_policy=ToolPolicy.ASK),
+    ToolInfo(name="calculator", description="Maths.", default_policy=ToolPolicy.AUTO),
+]
+
+
+@pytest.fixture(autouse=True)
+def described_tools(svc: Services) -> None:
+    """What a worker publishes when it starts."""
+    svc.policies.publish_catalog(CATALOG)
+
+
+def forbidden_fields(response: Any) -> list[str]:
+    assert response.status_code == 403, response.text
+    assert response.json["error"]["code"] == "forbidden"
+    return [d["field"] for d in response.json["error"]["details"] or []]
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        ({"allow_all": True}, ["allow_all"]),
+        ({"tools": {"send_email": "auto"}}, ["tools.send_email"]),
+        ({"tools": {"never_described": "auto"}}, ["tools.never_described"]),
+        ({"allow_all": True, "tools": {"send_email": "auto"}}, ["allow_all", "tools.send_email"]),
+        ({"labels": ["trusted"]}, ["labels"]),
+    ],
+)
+def test_a_submitter_cannot_loosen_the_policy(
+    http: FlaskClient,
+    submitter: dict[str, str],
+    svc: Services,
+    body: dict[str, Any],
+    fields: list[str],
+) -> None:
+    response = http.post("/api/v1/conversations", json=body, headers=submitter)
+    assert forbidden_fields(response) == fields
+    for field in fields:
+        assert field in response.json["error"]["message"]
+    assert svc.redis.zcard(svc.keys.conversations()) == 0
+
+
+def test_a_submitter_may_tighten_and_the_detail_shows_the_effect(
+    http: FlaskClient, submitter: dict[str, str], svc: Services
+) -> None:
+    cid = new_conversation(http, submitter, tools={"send_email": "deny", "calculator": "ask"})
+    detail = http.get(f"/api/v1/conversations/{cid}", headers=submitter).json
+    assert detail["tool_policy"] == {"calculator": "ask", "send_email": "deny"}
+    assert detail["config"]["policy_may_loosen"] is False
+    other = new_conversation(http, submitter)
+    table = http.get(f"/api/v1/conversations/{other}", headers=submitter).json["tool_policy"]
+    assert table == {"calculator": "auto", "send_email": "ask"}
+
+
+def test_an_operator_rule_binds_submitters_and_is_shown(
+    http: FlaskClient, submitter: dict[str, str], operator: dict[str, str]
+) -> None:
+    rule = {"tool": "calculator", "policy": "ask"}
+    assert http.put("/api/v1/policy/rules", json=rule, headers=submitter).status_code == 403
+    changed = http.put("/api/v1/policy/rules", json=rule, headers=operator)
+    assert changed.status_code == 200, changed.text
+    assert changed.json["before"] is None and changed.json["after"] == "ask"
+    refused = http.post(
+        "/api/v1/conversations", json={"tools": {"calculator": "auto"}}, headers=submitter
+    )
+    assert forbidden_fields(refused) == ["tools.calculator"]
+    cid = new_conversation(http, submitter)
+    assert (
+        http.get(f"/api/v1/conversations/{cid}", headers=submitter).json["tool_policy"][
+            "calculator"
+        ]
+        == "ask"
+    )
+    shown = http.get("/api/v1/policy", headers=submitter).json
+    assert {"tool": "calculator", "policy": "ask", "batch_id": None, "label": None} in shown[
+        "rules"
+    ]
+    assert {t["name"]: t["policy"] for t in shown["tools"]} == {
+        "send_email": "ask",
+        "calculator": "ask",
+    }
+    log = http.get("/api/v1/policy/log", headers=submitter).json["items"]
+    assert log[0]["tool"] == "calculator" and log[0]["actor"] == "operator token"
+
+
+def test_an_operator_may_loosen(http: FlaskClient, operator: dict[str, str]) -> None:
+    cid = new_conversation(http, operator, allow_all=True, labels=["ops"])
+    detail = http.get(f"/api/v1/conversations/{cid}", headers=operator).json
+    assert detail["tool_policy"] == {"calculator": "auto", "send_email": "auto"}
+    assert detail["config"]["labels"] == ["ops"]
+
+
+def test_removing_a_rule(http: FlaskClient, operator: dict[str, str], svc: Services) -> None:
+    svc.policies.set(PolicyRule(tool="calculator", policy=ToolPolicy.DENY, label="x"), actor="t")
+    missing = http.delete("/api/v1/policy/rules/calculator", headers=operator)
+    assert missing.status_code == 404 and "scope *" in missing.json["error"]["message"]
+    removed = http.delete("/api/v1/policy/rules/calculator?label=x", headers=operator)
+    assert removed.status_code == 200 and removed.json["before"] == "deny"
+    assert svc.policies.load().rules == ()
+    both = http.delete("/api/v1/policy/rules/calculator?label=x&batch_id=b", headers=operator)
+    assert both.status_code == 400
+
+
+def test_chosen_ids_live_in_the_callers_namespace(
+    http: FlaskClient, svc: Services, operator: dict[str, str]
+) -> None:
+    alice = bearer(svc.tokens.create("alice", Role.SUBMITTER))
+    refused = http.post(
+        "/api/v1/conversations", json={"conversation_id": "shared-1"}, headers=alice
+    )
+    assert forbidden_fields(refused) == ["conversation_id"]
+    assert "'alice.'" in refused.json["error"]["message"]
+    assert new_conversation(http, alice, conversation_id="alice.job-1") == "alice.job-1"
+    assert new_conversation(http, operator, conversation_id="anything") == "anything"
+    spaced = bearer(svc.tokens.create("ci bot", Role.SUBMITTER))
+    assert forbidden_fields(
+        http.post("/api/v1/conversations", json={"conversation_id": "x"}, headers=spaced)
+    ) == ["conversation_id"]
+    batch = http.post(
+        "/api/v1/batches", json={"batch_id": "nightly", "items": [{"prompt": "hi"}]}, headers=alice
+    )
+    assert forbidden_fields(batch) == ["batch_id"]
+
+
+def test_only_the_creator_or_an_operator_acts_on_a_conversation(
+    http: FlaskClient, svc: Services, operator: dict[str, str]
+) -> None:
+    alice = bearer(svc.tokens.create("alice", Role.SUBMITTER))
+    mallory = bearer(svc.tokens.create("mallory", Role.SUBMITTER))
+    theirs = new_conversation(http, operator, allow_all=True)
+    mine = new_conversation(http, alice)
+    for cid in (theirs, mine):
+        sent = http.post(
+            f"/api/v1/conversations/{cid}/prompts", json={"text": "hi"}, headers=mallory
+        )
+        assert sent.status_code == 403 and cid in sent.json["error"]["message"]
+        for action in ("abort", "close"):
+            done = http.post(f"/api/v1/conversations/{cid}/{action}", headers=mallory)
+            assert done.status_code == 403
+    assert svc.redis.llen(svc.keys.inbox(theirs)) == 0
+    ok = http.post(f"/api/v1/conversations/{mine}/prompts", json={"text": "hi"}, headers=alice)
+    assert ok.status_code == 202
+
+
+def test_a_submitter_batch_cannot_loosen_or_join_anothers_batch(
+    http: FlaskClient, svc: Services, operator: dict[str, str]
+) -> None:
+    alice = bearer(svc.tokens.create("alice", Role.SUBMITTER))
+    loose = http.post(
+        "/api/v1/batches",
+        json={"config": {"conversation": {"allow_all": True}}, "items": [{"prompt": "x"}]},
+        headers=alice,
+    )
+    assert forbidden_fields(loose) == ["config.conversation.allow_all"]
+    made = http.post(
+        "/api/v1/batches",
+        json={"batch_id": "ops-nightly", "items": [{"id": "a", "prompt": "x"}]},
+        headers=operator,
+    )
+    assert made.status_code == 201
+    joined = http.post(
+        "/api/v1/batches",
+        json={"batch_id": "ops-nightly", "items": [{"id": "b", "prompt": "y"}]},
+        headers=alice,
+    )
+    assert joined.status_code == 403 and "ops-nightly" in joined.json["error"]["message"]
+    assert http.post("/api/v1/batches/ops-nightly/cancel", headers=alice).status_code == 403
+    assert svc.batches.info("ops-nightly").total == 1
+
+
+def test_batch_squatting_is_refused_never_adopted(
+    http: FlaskClient, svc: Services, operator: dict[str, str]
+) -> None:
+    """The attacker pre-creates the conversation a later item of the batch will use."""
+    made = http.post(
+        "/api/v1/batches",
+        json={"batch_id": "nightly", "items": [{"id": "one", "prompt": "x"}]},
+        headers=operator,
+    )
+    assert made.status_code == 201
+    squatted = svc.batches.conversation_id("nightly", "two")
+    svc.client.new_conversation(conversation_id=squatted, allow_all=True, system_prompt="evil")
+    added = http.post(
+        "/api/v1/batches",
+        json={"batch_id": "nightly", "items": [{"id": "two", "prompt": "y"}]},
+        headers=operator,
+    )
+    assert added.status_code == 409, added.text
+    assert squatted in added.json["error"]["message"]
+    assert svc.redis.llen(svc.keys.inbox(squatted)) == 0
+    info = svc.batches.info("nightly")
+    assert info.total == 1
+
+
+def test_an_item_whose_conversation_appears_midway_fails_instead_of_running(
+    svc: Services,
+) -> None:
+    """The race the check cannot close: the submit script refuses a foreign conversation."""
+    from shared.batches import BatchConfig, BatchLine
+    from shared.content import as_content
+
+    bid = svc.batches.create(BatchConfig(), batch_id="race")
+    cid = svc.batches.conversation_id(bid, "x")
+    original = svc.batches._refuse_taken
+    svc.batches._refuse_taken = lambda *_: (
+        svc.client.new_conversation(  # type: ignore[method-assign]
+            conversation_id=cid, allow_all=True
+        )
+        and None
+    )
+    try:
+        svc.batches.submit(bid, [BatchLine(1, "x", prompt=as_content("hello"))])
+    finally:
+        svc.batches._refuse_taken = original  # type: ignore[method-assign]
+    svc.batches.finish_submission(bid)
+    assert svc.redis.llen(svc.keys.inbox(cid)) == 0
+    [result] = list(svc.batches.results(bid))
+    assert result["status"] == "failed" and "already existed" in result["error"]
+    assert svc.batches.info(bid).status.value == "done"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"timeout_s": 1e999}',
+        '{"timeout_s": NaN}',
+        '{"timeout_s": 1e9}',
+        '{"max_model_calls": 100000000000}',
+        '{"approval_timeout_s": 1e999}',
+        '{"conversation_id": "abc\\n"}',
+        '{"labels": ["a b"]}',
+    ],
+)
+def test_numbers_and_ids_are_bounded_at_the_edge(
+    http: FlaskClient, operator: dict[str, str], svc: Services, body: str
+) -> None:
+    response = http.post(
+        "/api/v1/conversations",
+        data=body,
+        headers={**operator, "Content-Type": "application/json"},
+    )
+    assert response.status_code in (400, 422), response.text
+    assert svc.redis.zcard(svc.keys.conversations()) == 0
+
+
+def test_a_batch_with_an_infinite_timeout_is_refused(
+    http: FlaskClient, operator: dict[str, str], svc: Services
+) -> None:
+    response = http.post(
+        "/api/v1/batches",
+        data='{"config": {"conversation": {"timeout_s": 1e999}}, "items": [{"prompt": "x"}]}',
+        headers={**operator, "Content-Type": "application/json"},
+    )
+    assert response.status_code in (400, 422), response.text
+    assert svc.redis.zcard(svc.keys.batches()) == 0
+    assert http.get("/api/v1/batches", headers=operator).status_code == 200
