@@ -1,0 +1,50 @@
+"""`signoff policy` through the real entry point, against a real worker that obeys it."""
+
+from __future__ import annotations
+
+from shared.client import Client
+from shared.config import ToolPolicy
+from shared.events import ConversationStatus
+from tests.integration.test_cli_basics import run_cli
+from tests.stack import WorkerProcess
+from tests.web.conftest import wait_for
+
+
+def test_policy_set_show_unset_log_and_the_worker_obeys(
+    stack_env: dict[str, str], worker: WorkerProcess, client: Client
+) -> None:
+    shown = run_cli(stack_env, "policy", "show")
+    assert shown.returncode == 0, shown.stderr
+    assert "send_email" in shown.stdout and "calculator" in shown.stdout
+    assert [
+        line.split()[:2] for line in shown.stdout.splitlines() if line.startswith("send_email")
+    ] == [["send_email", "ask"]]
+    done = run_cli(stack_env, "policy", "set", "calculator", "ask", "--actor", "ada")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "calculator in *: - -> ask"
+    conversation = client.new_conversation(policy_may_loosen=False)
+    conversation.send('call calculator {"expression": "6*7"}')
+    wait_for(
+        lambda: conversation.status is ConversationStatus.WAITING_FOR_USER,
+        "the calculator call to wait for an operator",
+    )
+    scoped = run_cli(stack_env, "policy", "set", "calculator", "deny", "--label", "frozen")
+    assert scoped.returncode == 0 and "label:frozen" in scoped.stdout
+    log = run_cli(stack_env, "policy", "log")
+    assert log.returncode == 0
+    assert [line.split(" ", 3)[3] for line in log.stdout.splitlines()][:2] == [
+        "calculator in label:frozen: - -> deny",
+        "calculator in *: - -> ask",
+    ]
+    assert "ada:" in log.stdout
+    removed = run_cli(stack_env, "policy", "unset", "calculator")
+    assert removed.returncode == 0 and removed.stdout.strip() == "calculator in *: ask -> -"
+    missing = run_cli(stack_env, "policy", "unset", "calculator")
+    assert missing.returncode == 2 and "no policy rule for tool 'calculator'" in missing.stderr
+    bad = run_cli(stack_env, "policy", "set", "calculator", "sometimes")
+    assert bad.returncode == 2 and "sometimes" in bad.stderr
+    bad_name = run_cli(stack_env, "policy", "set", "no such tool", "ask")
+    assert bad_name.returncode == 1 and "tool" in bad_name.stderr
+    rules = client.redis.hgetall(client.keys.policy_rules())
+    assert rules == {"calculator|label:frozen": ToolPolicy.DENY.value}
+    client.redis.delete(client.keys.policy_rules())
