@@ -384,7 +384,7 @@ class ConversationStore:
         try:
             return None if raw is None else ConversationStatus(raw)
         except ValueError:
-            error = CorruptRecord(f"status of {self.keys.conversation(cid)} is {raw[:30]!r}")
+            error = CorruptRecord(f"status of {self.keys.conversation(cid)} is {str(raw)[:30]!r}")
             if on_corrupt is None:
                 raise error from None
             on_corrupt(error)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -121,16 +122,16 @@ class NotificationStore:
             resolution = (
                 RESOLUTION.validate_json(raw["resolution"]) if raw.get("resolution") else None
             )
-        except (KeyError, ValidationError) as exc:
+            return note.model_copy(
+                update={
+                    "status": NotificationStatus(raw.get("status", "pending")),
+                    "resolution": resolution,
+                    "resolved_by": raw.get("resolved_by") or None,
+                    "resolved_at": float(raw["resolved_at"]) if raw.get("resolved_at") else None,
+                }
+            )
+        except (KeyError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
             raise CorruptRecord(f"{self.keys.notification(nid)} does not parse") from exc
-        return note.model_copy(
-            update={
-                "status": NotificationStatus(raw.get("status", "pending")),
-                "resolution": resolution,
-                "resolved_by": raw.get("resolved_by") or None,
-                "resolved_at": float(raw["resolved_at"]) if raw.get("resolved_at") else None,
-            }
-        )
 
     def pending(
         self,
@@ -143,6 +144,28 @@ class NotificationStore:
         limit: int = 50,
     ) -> list[Notification]:
         """One page of pending notifications matching every filter given, oldest first."""
+        return self.load(
+            self.pending_ids(
+                tool=tool,
+                batch_id=batch_id,
+                conversation_id=conversation_id,
+                min_age_s=min_age_s,
+                offset=offset,
+                limit=limit,
+            )
+        )
+
+    def pending_ids(
+        self,
+        *,
+        tool: str | None = None,
+        batch_id: str | None = None,
+        conversation_id: str | None = None,
+        min_age_s: float | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> list[str]:
+        """The ids of `pending`'s page, for `load` (which can leave unreadable ones out)."""
         newest = "+inf" if min_age_s is None else time.time() - min_age_s
         with (
             storage_errors("listing notifications"),
@@ -150,8 +173,7 @@ class NotificationStore:
         ):
             index = self._index(pipe, tool, batch_id, conversation_id)
             pipe.zrangebyscore(index, "-inf", newest, start=offset, num=limit)
-            ids = pipe.execute()[-1]
-        return self._load([str(i) for i in ids])
+            return [str(i) for i in pipe.execute()[-1]]
 
     def count_pending(
         self,
@@ -175,7 +197,7 @@ class NotificationStore:
         """Every notification, newest first, whatever its status."""
         with storage_errors("listing notifications"):
             ids = self.client.zrevrange(self.keys.notifications_all(), offset, offset + limit - 1)
-        return self._load([str(i) for i in ids])
+        return self.load([str(i) for i in ids])
 
     def _index(
         self, pipe: Any, tool: str | None, batch_id: str | None, conversation_id: str | None
@@ -201,7 +223,14 @@ class NotificationStore:
         pipe.expire(matching, 10)
         return matching
 
-    def _load(self, ids: list[str]) -> list[Notification]:
+    def load(
+        self, ids: list[str], *, on_corrupt: Callable[[CorruptRecord], None] | None = None
+    ) -> list[Notification]:
+        """The notifications of `ids` that exist, in one round trip.
+
+        One that does not parse raises `CorruptRecord`, or, given `on_corrupt`, is reported
+        to it and left out: one bad record cannot take the inbox down.
+        """
         with (
             storage_errors("reading notifications"),
             self.client.pipeline(transaction=False) as pipe,
@@ -209,7 +238,17 @@ class NotificationStore:
             for nid in ids:
                 pipe.hgetall(self.keys.notification(nid))
             raws = pipe.execute()
-        return [self._parse(nid, raw) for nid, raw in zip(ids, raws, strict=True) if raw]
+        found: list[Notification] = []
+        for nid, raw in zip(ids, raws, strict=True):
+            if not raw:
+                continue
+            try:
+                found.append(self._parse(nid, raw))
+            except CorruptRecord as exc:
+                if on_corrupt is None:
+                    raise
+                on_corrupt(exc)
+        return found
 
     def audit(self, *, count: int = 100, before: str = "+") -> list[dict[str, Any]]:
         """Audit entries, newest first."""

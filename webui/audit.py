@@ -10,6 +10,8 @@ from pydantic import ValidationError
 from shared.errors import CorruptRecord
 from shared.notifications import NotificationStore
 from webui.api.models import AuditEntry, AuditList
+from webui.sse import parse_stream_id
+from webui.unreadable import skip_unreadable
 
 __all__ = ["read_audit"]
 
@@ -42,9 +44,26 @@ def _entry(raw: dict[str, Any]) -> AuditEntry:
         raise CorruptRecord(f"audit entry {raw.get('id')} does not parse") from exc
 
 
+def _entries(found: list[dict[str, Any]]) -> list[AuditEntry]:
+    entries = []
+    for raw in found:
+        try:
+            entries.append(_entry(raw))
+        except CorruptRecord as exc:
+            skip_unreadable(exc)
+    return entries
+
+
 def read_audit(store: NotificationStore, *, before: str | None, limit: int) -> AuditList:
-    """Up to `limit` entries older than `before` (an entry id; None: from the newest)."""
+    """Up to `limit` entries older than `before` (an entry id; None: from the newest).
+
+    Nothing is older than ``0-0`` (Redis refuses the range ``(0-0``), so that page is empty.
+    An entry that does not parse is left out (and logged); paging goes on past it.
+    """
+    if before is not None and parse_stream_id(before) == (0, 0):
+        return AuditList(items=[], next_before=None)
     found = store.audit(count=limit + 1, before="+" if before is None else f"({before}")
-    entries = [_entry(raw) for raw in found[:limit]]
     more = len(found) > limit
-    return AuditList(items=entries, next_before=entries[-1].id if more and entries else None)
+    return AuditList(
+        items=_entries(found[:limit]), next_before=found[limit - 1]["id"] if more else None
+    )

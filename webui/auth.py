@@ -120,13 +120,21 @@ def _principal() -> Principal | None:
     return _session_principal()
 
 
+def _public_principal() -> Principal | None:
+    """The caller of a public view, if known: a bad or unknown bearer header is ignored."""
+    try:
+        return _principal()
+    except HttpProblem:  # a 401 would send /sign-in back to /sign-in: a redirect loop
+        return None
+
+
 def _authenticate() -> None:
     view = current_app.view_functions.get(request.endpoint or "")
     if view is None:
         return  # no such route: 404/405 as usual
-    principal = _principal()
-    g.principal = principal
     role = None if request.endpoint in _PUBLIC_ENDPOINTS else required_role(view)
+    principal = _principal() if role is not None else _public_principal()
+    g.principal = principal
     if role is not None and principal is None:
         raise HttpProblem(
             401,

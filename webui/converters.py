@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from werkzeug.routing import BaseConverter
 
+from shared.keys import ID_PATTERN
+
 __all__ = ["IdConverter"]
 
 
 class IdConverter(BaseConverter):
-    """The characters `shared.keys.check_id` accepts."""
+    """The characters `shared.keys.check_id` accepts (werkzeug anchors the pattern)."""
 
-    regex = r"[A-Za-z0-9_.\-]{1,128}"
+    regex = ID_PATTERN

@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from shared.errors import (
     Conflict,
     ConversationClosed,
+    CorruptRecord,
     InvalidInput,
     NotFound,
     PayloadTooLarge,
@@ -35,6 +36,7 @@ _STATUSES: tuple[tuple[type[SignoffError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
     (ConversationClosed, 409),
+    (CorruptRecord, 500),  # the record is wrong, not Redis: retrying will not help
     (StorageError, 503),
     (ProviderError, 502),
 )

@@ -7,13 +7,13 @@ same way. Every facet is optional; an empty value means unset.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shared.approvals import Notification
 from shared.notifications import NotificationStore
-from webui.errors import HttpProblem
+from webui.params import number_value
+from webui.unreadable import skip_unreadable
 
 __all__ = ["AGE_CHOICES", "InboxFilter"]
 
@@ -25,6 +25,7 @@ AGE_CHOICES: tuple[tuple[int, str], ...] = (
     (86_400, "1 day"),
 )
 _FACETS = ("tool", "batch_id", "conversation_id")
+MAX_AGE_S = 10 * 366 * 86_400  # ten years: nothing waits longer
 
 
 def _text(source: Mapping[str, str], *names: str) -> str | None:
@@ -39,15 +40,7 @@ def _age(source: Mapping[str, str]) -> float | None:
     raw = (source.get("min_age_s") or "").strip()
     if not raw:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise HttpProblem(
-            400, "bad_parameter", f"min_age_s must be a number of seconds >= 0, got {raw[:30]!r}"
-        )
-    return value
+    return number_value("min_age_s", raw, low=0, high=MAX_AGE_S)
 
 
 def _seconds(value: float) -> str:
@@ -101,7 +94,8 @@ class InboxFilter:
         limit: int,
         min_age_s: float | None = None,
     ) -> list[Notification]:
-        return store.pending(
+        """One page, oldest first; a notification that does not parse is left out (and logged)."""
+        ids = store.pending_ids(
             tool=self.tool,
             batch_id=self.batch_id,
             conversation_id=self.conversation_id,
@@ -109,6 +103,7 @@ class InboxFilter:
             offset=offset,
             limit=limit,
         )
+        return store.load(ids, on_corrupt=skip_unreadable)
 
     def count(self, store: NotificationStore, *, min_age_s: float | None = None) -> int:
         """How many pending notifications match every filter (the store intersects facets)."""

@@ -1,4 +1,7 @@
-"""Listing conversations a page at a time, newest first, optionally by status."""
+"""Listing conversations a page at a time, newest first, optionally by status.
+
+A record that does not parse is left out of its page (and logged), not allowed to fail it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from dataclasses import dataclass
 
 from shared.conversations import ConversationRecord, ConversationStore
 from shared.events import ConversationStatus
+from webui.unreadable import skip_unreadable
 
 __all__ = ["ConversationPage", "list_conversations"]
 
@@ -28,9 +32,11 @@ def list_conversations(
         more = offset + limit < (total or 0)
     else:
         total = None
-        ids, more = store.ids_by_status(status, offset=offset, limit=limit)
+        ids, more = store.ids_by_status(
+            status, offset=offset, limit=limit, on_corrupt=skip_unreadable
+        )
     return ConversationPage(
-        records=store.records(ids),
+        records=store.records(ids, on_corrupt=skip_unreadable),
         offset=offset,
         limit=limit,
         total=total,

@@ -9,7 +9,9 @@ from shared.events import EventBase
 
 __all__ = ["comment", "event_frame", "is_after", "parse_stream_id", "retry_frame"]
 
-_STREAM_ID = re.compile(r"^(\d{1,20})-(\d{1,20})$")
+# Matched whole (`$` would allow a final "\n"), ASCII digits only, each part a 64-bit number.
+_STREAM_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
+_U64_MAX = 2**64 - 1
 
 
 def event_frame(event: EventBase) -> str:
@@ -32,10 +34,11 @@ def parse_stream_id(value: str) -> tuple[int, int]:
     """A Redis stream id as (milliseconds, sequence); ``0`` alone means the start."""
     if value == "0":
         return (0, 0)
-    match = _STREAM_ID.match(value)
-    if match is None:
+    match = _STREAM_ID.fullmatch(value)
+    parts = (0, 0) if match is None else (int(match[1]), int(match[2]))
+    if match is None or max(parts) > _U64_MAX:
         raise InvalidInput(f"event id {value[:50]!r} is not a Redis stream id like 1700000000000-0")
-    return (int(match[1]), int(match[2]))
+    return parts
 
 
 def is_after(stream_id: str, reference: str) -> bool:

@@ -17,9 +17,18 @@ from shared.keys import KeySpace
 from shared.redis_client import storage_errors
 from shared.steps import USAGE_FIELDS, UsageMetadata
 
-__all__ = ["DayUsage", "UsageReport", "day_range", "parse_day", "read_usage_report"]
+__all__ = [
+    "EARLIEST_DAY",
+    "MAX_DAYS",
+    "DayUsage",
+    "UsageReport",
+    "day_range",
+    "parse_day",
+    "read_usage_report",
+]
 
 MAX_DAYS = 366
+EARLIEST_DAY = date(2000, 1, 1)  # no usage is older; earlier dates are typos (or probes)
 
 
 @dataclass(frozen=True)

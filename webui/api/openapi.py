@@ -14,6 +14,7 @@ from flask import Blueprint, Flask, Response, current_app, jsonify
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from shared.keys import ID_PATTERN
 from shared.users import Role
 from webui.api.models import ErrorResponse
 from webui.api.operations import Operation, operation, operation_of
@@ -23,7 +24,10 @@ __all__ = ["PREFIX", "blueprint", "build_document"]
 
 PREFIX = "/api/v1"
 _REF = "#/components/schemas/{model}"
-_PATH_ARG = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
+_PATH_ARG = re.compile(r"<(?:([^:<>]+):)?([^<>]+)>")
+# A path argument's schema by its converter: `id` takes what `shared.keys.check_id` takes.
+_CONVERTED = {"id": {"type": "string", "pattern": f"^{ID_PATTERN}$"}}
+_STRING = {"type": "string"}
 _ERRORS = {
     400: "Malformed JSON or a bad parameter",
     401: "No or invalid credentials",
@@ -46,18 +50,26 @@ _MULTIPART = {
 }
 
 
-def _operations(app: Flask) -> list[tuple[str, str, list[str], Operation, Role | None]]:
+PathArgs = dict[str, dict[str, Any]]
+
+
+def _path_args(rule: str) -> PathArgs:
+    """Each argument of a URL rule with its schema, in name order."""
+    found = {m[2]: _CONVERTED.get(m[1] or "", _STRING) for m in _PATH_ARG.finditer(rule)}
+    return dict(sorted(found.items()))
+
+
+def _operations(app: Flask) -> list[tuple[str, str, PathArgs, Operation, Role | None]]:
     found = []
     for rule in app.url_map.iter_rules():
         view = app.view_functions[rule.endpoint]
         declared = operation_of(view)
         if not rule.rule.startswith(PREFIX) or declared is None:
             continue
-        path = _PATH_ARG.sub(r"{\1}", rule.rule)
+        path = _PATH_ARG.sub(r"{\2}", rule.rule)
+        arguments = _path_args(rule.rule)
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
-            found.append(
-                (path, method.lower(), sorted(rule.arguments), declared, required_role(view))
-            )
+            found.append((path, method.lower(), arguments, declared, required_role(view)))
     return found
 
 
@@ -98,10 +110,11 @@ def _responses(op: Operation, refs: dict[Any, Any], role: Role | None) -> dict[s
 
 
 def _operation_object(
-    op: Operation, arguments: list[str], role: Role | None, refs: dict[Any, Any]
+    op: Operation, arguments: PathArgs, role: Role | None, refs: dict[Any, Any]
 ) -> dict[str, Any]:
     params = [
-        {"name": a, "in": "path", "required": True, "schema": {"type": "string"}} for a in arguments
+        {"name": name, "in": "path", "required": True, "schema": schema}
+        for name, schema in arguments.items()
     ]
     params += [
         {

@@ -14,6 +14,7 @@ from webui.api.batches import batch_detail, batch_page
 from webui.auth import requires
 from webui.params import int_param
 from webui.services import services
+from webui.unreadable import skip_unreadable
 
 __all__ = ["blueprint"]
 
@@ -46,7 +47,10 @@ def view(bid: str) -> ResponseReturnValue:
     return render_template(
         "batch.html",
         batch=batch,
-        approvals=svc.notifications.pending(batch_id=bid, limit=APPROVALS_SHOWN),
+        approvals=svc.notifications.load(
+            svc.notifications.pending_ids(batch_id=bid, limit=APPROVALS_SHOWN),
+            on_corrupt=skip_unreadable,
+        ),
         results=results,
         offset=offset,
         more=more,
