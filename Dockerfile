@@ -21,8 +21,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=build /wheels /wheels
-RUN pip install /wheels/*.whl \
-    && rm -rf /wheels \
+# The versions of constraints.txt, the lock that `make run` and `make test` install from too.
+COPY constraints.txt /tmp/constraints.txt
+RUN pip install -c /tmp/constraints.txt /wheels/*.whl \
+    && rm -rf /wheels /tmp/constraints.txt \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin signoff
 
 USER signoff

@@ -1,31 +1,41 @@
 # The README's two commands: `make run` (everything up, the demo batch) and `make test`.
+# Both install what they need: system packages (.ci/system-packages: apt-get as root, else the
+# command to run) and a virtualenv pinned by constraints.txt.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+LOCK := constraints.txt
+PIP_INSTALL := $(PY) -m pip install --quiet -c $(LOCK)
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 # llama.cpp (for the real-model tests) compiles from source; a native build crashed on our machines.
 LLAMA_FLAGS := CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON"
 
-.PHONY: run test lint bench install clean docs
+.PHONY: run test lint bench install clean docs lock system-run system-test
+
+system-run:
+	@bash .ci/system-packages run
+
+system-test:
+	@bash .ci/system-packages test
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PIP_INSTALL) --upgrade pip
 
-$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e .
+$(RUN_STAMP): pyproject.toml $(LOCK) | $(VENV)/bin/python system-run
+	$(PIP_INSTALL) -e .
 	touch $(RUN_STAMP)
 
-$(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(LLAMA_FLAGS) $(PY) -m pip install --quiet -e '.[dev,realmodel]'
+$(TEST_STAMP): pyproject.toml $(LOCK) | $(VENV)/bin/python system-test
+	$(LLAMA_FLAGS) $(PIP_INSTALL) -e '.[dev,realmodel]'
 	touch $(TEST_STAMP) $(RUN_STAMP)
 
-install: $(TEST_STAMP)
+install: system-test $(TEST_STAMP)
 
-run: $(RUN_STAMP)
+run: system-run $(RUN_STAMP)
 	$(VENV)/bin/signoff up --demo
 
-test: $(TEST_STAMP)
+test: system-test $(TEST_STAMP)
 	$(PY) -m pytest -q
 
 lint: $(TEST_STAMP)
@@ -38,6 +48,18 @@ bench: $(TEST_STAMP)
 
 docs: $(TEST_STAMP)
 	$(PY) docs/update_readme.py
+
+# constraints.txt from a fresh virtualenv: exact versions of all that '.[dev,realmodel]'
+# installs today. Run it after changing a dependency in pyproject.toml, and commit the result.
+lock: system-test
+	rm -rf .venv-lock
+	python3 -m venv .venv-lock
+	.venv-lock/bin/python -m pip install --quiet --upgrade pip
+	$(LLAMA_FLAGS) .venv-lock/bin/python -m pip install --quiet -e '.[dev,realmodel]'
+	{ sed -n '/^#/p' $(LOCK); .venv-lock/bin/python -m pip freeze --all --exclude-editable \
+	    | grep -v -E '^(setuptools|wheel)=='; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf .venv-lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

