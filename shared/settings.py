@@ -155,6 +155,9 @@ class Settings(BaseSettings):
     login_attempts_per_minute: int = Field(
         10, gt=0, description="Sign-in attempts per IP per minute."
     )
+    login_attempts_per_user_per_minute: int = Field(
+        20, gt=0, description="Sign-in attempts per username per minute, from any address."
+    )
     sse_heartbeat_s: float = Field(
         15.0, gt=0, description="Comment sent to idle SSE clients this often."
     )

@@ -5,12 +5,18 @@ view declares the role it needs with `requires`; a view that declares nothing
 needs ``operator``, so a forgotten declaration fails closed. A session is always
 the operator role. State-changing requests authenticated by the session (or by
 nothing, like the sign-in form) must carry the CSRF token; bearer calls need not.
+
+The session cookie carries only a random session id; the session lives in Redis
+(`shared.sessions`) and is checked on every request, so signing out, a password
+change, or disabling or removing the account ends it at once, and a replayed
+cookie is refused. An expired bearer token is refused with a message saying so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -24,17 +30,19 @@ from webui.services import services
 __all__ = [
     "AuthMethod",
     "Principal",
+    "actor",
     "current_principal",
     "init_app",
     "public",
     "required_role",
     "requires",
     "sign_in_session",
+    "sign_out_session",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _PUBLIC_ENDPOINTS = frozenset({"static"})
-_SESSION_USER = "user"
+_SESSION_ID = "sid"
 
 
 class AuthMethod(str, Enum):
@@ -82,12 +90,34 @@ def current_principal() -> Principal:
     return principal
 
 
-def sign_in_session(username: str) -> None:
-    """Starts a fresh session for `username` (no session fixation) with a new CSRF token."""
+def actor() -> str:
+    """Who is calling, for the log: how they authenticated and their user or token name."""
+    principal = current_principal()
+    return f"{principal.method.value} {principal.name}"
+
+
+def sign_in_session(username: str, *, generation: int) -> None:
+    """Starts a fresh session for `username` (no session fixation) with a new CSRF token.
+
+    `generation` is the account's, read when its password was checked: a password
+    change or a disable in between moves it on, and the session is refused.
+    """
+    lifetime_s = int(current_app.permanent_session_lifetime.total_seconds())
+    session_id = services().users.sessions.start(
+        username, generation=generation, lifetime_s=lifetime_s
+    )
     session.clear()
-    session[_SESSION_USER] = username
+    session[_SESSION_ID] = session_id
     session.permanent = True
     csrf.rotate()
+
+
+def sign_out_session() -> None:
+    """Ends this browser's session in Redis, so a copy of its cookie is worthless too."""
+    session_id = session.get(_SESSION_ID)
+    if isinstance(session_id, str):
+        services().users.sessions.end(session_id)
+    session.clear()
 
 
 def _bearer_principal(header: str) -> Principal:
@@ -100,17 +130,41 @@ def _bearer_principal(header: str) -> Principal:
             "the bearer token is unknown or revoked",
             headers={"WWW-Authenticate": 'Bearer realm="signoff", error="invalid_token"'},
         )
+    if found.expired():
+        raise _expired(found.expires_at or 0.0)
     return Principal(found.name, found.role, AuthMethod.TOKEN)
 
 
+def _expired(expires_at: float) -> HttpProblem:
+    when = datetime.fromtimestamp(expires_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return HttpProblem(
+        401,
+        "token_expired",
+        f"the bearer token expired at {when}; ask an operator for a new one",
+        headers={
+            "WWW-Authenticate": (
+                'Bearer realm="signoff", error="invalid_token", '
+                'error_description="the token expired"'
+            )
+        },
+    )
+
+
 def _session_principal() -> Principal | None:
-    username = session.get(_SESSION_USER)
-    if not isinstance(username, str):
+    session_id = session.get(_SESSION_ID)
+    if not isinstance(session_id, str):
+        return None  # no session, or a cookie from before server-side sessions
+    users = services().users
+    found = users.sessions.get(session_id)
+    account = None if found is None else users.record(found.username)
+    if found is None or account is None or account.disabled:
+        session.clear()  # signed out, expired, or the account was removed or disabled
         return None
-    if not services().users.exists(username):
-        session.clear()  # the account was removed: its sessions end
+    if account.generation != found.generation:
+        users.sessions.end(session_id)  # begun before a password change or a disable
+        session.clear()
         return None
-    return Principal(username, Role.OPERATOR, AuthMethod.SESSION)
+    return Principal(found.username, Role.OPERATOR, AuthMethod.SESSION)
 
 
 def _principal() -> Principal | None:

@@ -2,13 +2,52 @@
 
 from __future__ import annotations
 
+import getpass
+import re
+from datetime import UTC, datetime
+
 import click
 
 from shared.cli.main import cli
 from shared.client import Client
-from shared.users import Role, TokenStore, UserStore
+from shared.users import MAX_TOKEN_LIFETIME_S, Role, TokenStore, UserStore
 
-__all__ = ["token", "user"]
+__all__ = ["Duration", "token", "user"]
+
+_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+class Duration(click.ParamType):
+    """A duration like ``90s``, ``15m``, ``12h``, ``30d`` or ``2w``, as whole seconds."""
+
+    name = "duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        match = re.fullmatch(r"\s*(\d{1,9})\s*([smhdw])\s*", str(value))
+        if match is None:
+            self.fail(f"{value!r} is not a duration like 90s, 15m, 12h, 30d or 2w", param, ctx)
+        seconds = int(match[1]) * _UNITS_S[match[2]]
+        if not 0 < seconds <= MAX_TOKEN_LIFETIME_S:
+            self.fail(f"{value!r} must be more than 0 and at most 10 years", param, ctx)
+        return seconds
+
+
+def _actor() -> str:
+    """Who runs this command, for the log."""
+    try:
+        return f"cli {getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
+def _time(value: float | None, *, none: str = "-") -> str:
+    if value is None:
+        return none
+    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 @cli.group()
@@ -20,18 +59,49 @@ def user() -> None:
 @click.argument("username")
 @click.password_option(help="The password (asked twice when omitted).")
 def add(username: str, password: str) -> None:
-    """Add an operator (or set the password of an existing one)."""
+    """Add an operator (or set the password of an existing one, ending its sessions)."""
     with Client() as client:
         UserStore(client.redis, client.keys).ensure(username, password)
     click.echo(f"operator {username!r} can sign in")
 
 
+@user.command("passwd")
+@click.argument("username")
+@click.password_option(help="The new password (asked twice when omitted).")
+def passwd(username: str, password: str) -> None:
+    """Change an operator's password; every session of theirs ends."""
+    with Client() as client:
+        ended = UserStore(client.redis, client.keys).set_password(
+            username, password, actor=_actor()
+        )
+    click.echo(f"password of {username!r} changed; {ended} session(s) ended")
+
+
+@user.command("disable")
+@click.argument("username")
+def disable(username: str) -> None:
+    """Stop an operator from signing in; every session of theirs ends."""
+    with Client() as client:
+        ended = UserStore(client.redis, client.keys).disable(username, actor=_actor())
+    click.echo(f"operator {username!r} disabled; {ended} session(s) ended")
+
+
+@user.command("enable")
+@click.argument("username")
+def enable(username: str) -> None:
+    """Let a disabled operator sign in again."""
+    with Client() as client:
+        UserStore(client.redis, client.keys).enable(username, actor=_actor())
+    click.echo(f"operator {username!r} can sign in")
+
+
 @user.command("list")
 def list_users() -> None:
-    """The operators' names."""
+    """The operators: name, whether they may sign in, when they were added."""
     with Client() as client:
-        for name in UserStore(client.redis, client.keys).usernames():
-            click.echo(name)
+        for info in UserStore(client.redis, client.keys).users():
+            status = "disabled" if info.disabled else "enabled"
+            click.echo(f"{info.username}\t{status}\t{_time(info.created_at)}")
 
 
 @cli.group()
@@ -48,8 +118,46 @@ def token() -> None:
     show_default=True,
     help="viewer reads; submitter also sends prompts; operator also resolves.",
 )
-def create(name: str, role: str) -> None:
+@click.option(
+    "--expires-in",
+    type=Duration(),
+    default=None,
+    help="Expire after this long (90s, 15m, 12h, 30d, 2w); by default never.",
+)
+def create(name: str, role: str, expires_in: int | None) -> None:
     """Create a token; it is printed once and stored only as a digest."""
     with Client() as client:
-        secret = TokenStore(client.redis, client.keys).create(name, role)
-    click.echo(secret)
+        issued = TokenStore(client.redis, client.keys).issue(
+            name, role, expires_in_s=expires_in, actor=_actor()
+        )
+    click.echo(issued.token)
+    expiry = _time(issued.info.expires_at, none="never")
+    click.echo(f"token {issued.info.token_id} ({role}), expires: {expiry}", err=True)
+
+
+@token.command("list")
+def list_tokens() -> None:
+    """The tokens: id, name, role, created, expires, last used (never their values)."""
+    with Client() as client:
+        tokens = TokenStore(client.redis, client.keys).tokens()
+    click.echo("id\tname\trole\tcreated\texpires\tlast used")
+    for found in tokens:
+        expires = _time(found.expires_at, none="never") + (" (expired)" if found.expired() else "")
+        fields = (
+            found.token_id,
+            found.name,
+            found.role.value,
+            _time(found.created_at),
+            expires,
+            _time(found.last_used_at, none="never"),
+        )
+        click.echo("\t".join(fields))
+
+
+@token.command("revoke")
+@click.argument("token_id")
+def revoke(token_id: str) -> None:
+    """Revoke a token by the id `signoff token list` shows; it is refused from then on."""
+    with Client() as client:
+        revoked = TokenStore(client.redis, client.keys).revoke(token_id, actor=_actor())
+    click.echo(f"token {revoked.token_id} ({revoked.name}) revoked")
