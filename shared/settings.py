@@ -6,11 +6,16 @@ names the variable, through `load_settings`.
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from enum import Enum
 from pathlib import Path
+from typing import Annotated
 
+import pydantic_settings
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.errors import SettingsError
 
@@ -18,6 +23,7 @@ __all__ = ["DoubleTextPolicy", "RateLimit", "Settings", "load_settings", "settin
 
 ENV_PREFIX = "SIGNOFF_"
 DEFAULT_MAX_HISTORY_SIZE = 10_000
+MIN_ADMIN_PASSWORD_CHARS = 8  # the rule every password of shared/users.py follows
 
 
 class DoubleTextPolicy(str, Enum):
@@ -43,7 +49,8 @@ class Settings(BaseSettings):
 
     # Redis
     redis_url: str = Field(
-        "redis://127.0.0.1:6379/0", description="Redis for state, events and the broker."
+        "redis://127.0.0.1:6379/0",
+        description="Redis for state, events and the broker; `signoff up` runs its own unless set.",
     )
     key_prefix: str = Field("signoff", description="Prefix of every Redis key Signoff writes.")
     redis_timeout_s: float = Field(5.0, gt=0, description="Socket timeout for Redis commands.")
@@ -126,8 +133,9 @@ class Settings(BaseSettings):
     )
 
     # Tools
-    workspace_roots: tuple[Path, ...] = Field(
-        (), description="Directories file tools may read (and write)."
+    workspace_roots: Annotated[tuple[Path, ...], NoDecode] = Field(
+        (),
+        description="Directories file tools may read (and write): `a:b` or a JSON array.",
     )
     workspace_writable: bool = Field(
         False, description="Whether file tools may write under the roots."
@@ -173,6 +181,27 @@ class Settings(BaseSettings):
             raise ValueError("must be non-empty without braces, colons or whitespace")
         return value
 
+    @field_validator("workspace_roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON array ({exc}); or give paths as a:b") from None
+        return tuple(part for part in value.split(os.pathsep) if part.strip())
+
+    @field_validator("admin_password")
+    @classmethod
+    def _long_enough(cls, value: SecretStr) -> SecretStr:
+        if 0 < len(value.get_secret_value()) < MIN_ADMIN_PASSWORD_CHARS:
+            raise ValueError(
+                f"must be at least {MIN_ADMIN_PASSWORD_CHARS} characters (or empty: no admin)"
+            )
+        return value
+
     @field_validator("provider")
     @classmethod
     def _known_provider(cls, value: str) -> str:
@@ -186,11 +215,19 @@ def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{ENV_PREFIX}{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = "; ".join(_problem(err["loc"], err["msg"]) for err in exc.errors())
         raise SettingsError(f"invalid settings: {problems}") from exc
+    except pydantic_settings.SettingsError as exc:  # a value that must be JSON is not
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = f"{ENV_PREFIX}{field[1].upper()}" if field else f"a {ENV_PREFIX} variable"
+        raise SettingsError(f"invalid settings: {name}: must be JSON ({exc.__cause__})") from exc
+
+
+def _problem(loc: tuple[int | str, ...], message: str) -> str:
+    """`SIGNOFF_RATE_LIMITS (openai.burst_s): ...`: the variable, then the place inside it."""
+    variable = f"{ENV_PREFIX}{str(loc[0]).upper()}" if loc else f"a {ENV_PREFIX} variable"
+    inside = f" ({'.'.join(str(part) for part in loc[1:])})" if len(loc) > 1 else ""
+    return f"{variable}{inside}: {message.removeprefix('Value error, ')}"
 
 
 def settings_table() -> str:

@@ -12,7 +12,11 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import redis
+
 from shared.embedded_redis import EmbeddedRedis, free_port
+from shared.keys import KeySpace
+from shared.users import TokenStore
 from tests.stack import ROOT
 
 SIGNOFF = str(Path(sys.executable).with_name("signoff"))
@@ -66,3 +70,77 @@ def test_signoff_web_keeps_sessions_across_its_workers(redis_server: EmbeddedRed
         web.terminate()
         _, errors = web.communicate(timeout=30)
     assert b"SIGNOFF_SECRET_KEY is not set; sessions end when the server restarts" in errors
+
+
+# --- `signoff web` on a shared host: a short admin password, the control socket, orphans ---
+
+
+def test_a_short_admin_password_stops_signoff_web_before_gunicorn(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SIGNOFF_ADMIN_PASSWORD": "s3cret"}
+    result = subprocess.run(
+        [SIGNOFF, "web"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "error: invalid settings: SIGNOFF_ADMIN_PASSWORD: must be at least 8 characters "
+        "(or empty: no admin)\n"
+    )
+    assert "gunicorn" not in result.stdout + result.stderr  # never started
+    assert "s3cret" not in result.stdout + result.stderr
+
+
+def _web_pids(master: int) -> set[int]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return {int(pid) for pid in children}
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_signoff_web_makes_no_control_socket_and_its_workers_die_with_it(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "XDG_"))}
+    env.update(
+        HOME=str(tmp_path),
+        SIGNOFF_REDIS_URL=redis_server.url,
+        SIGNOFF_KEY_PREFIX="webcmd2",
+        SIGNOFF_WEB_PORT=str(port),
+        SIGNOFF_WEB_WORKERS="2",
+        SIGNOFF_SECRET_KEY="x" * 32,
+    )
+    web = subprocess.Popen(
+        [SIGNOFF, "web"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    streams = []
+    try:
+        wait_healthy(url, web)
+        assert not (tmp_path / ".gunicorn").exists()  # no socket shared by every instance
+        client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+        token = TokenStore(client, KeySpace("webcmd2")).create("test", "viewer")
+        for _ in range(4):  # open event streams keep a worker busy: it would linger 30 s
+            request = urllib.request.Request(
+                f"{url}/api/v1/events", headers={"Authorization": f"Bearer {token}"}
+            )
+            streams.append(urllib.request.urlopen(request, timeout=10))
+        workers = _web_pids(web.pid)
+        assert len(workers) == 2
+        web.kill()  # `signoff web` is the gunicorn master: SIGKILLed, it cleans nothing up
+        web.wait()
+        deadline = time.monotonic() + 5
+        while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_running(pid) for pid in workers)
+    finally:
+        for stream in streams:
+            stream.close()
+        if web.poll() is None:
+            web.kill()
+            web.wait()
