@@ -1,0 +1,111 @@
+"""Fuzz the JSON API from its OpenAPI document with schemathesis (`make fuzz`; not in CI).
+
+Starts its own redis-server, a worker and `signoff web` on free ports, creates an
+operator token, then runs ``schemathesis run --checks all`` against
+``/api/v1/openapi.json``: every server error and every schema-valid request the
+server rejects is a finding. Schemathesis lives in its own virtualenv
+(`.venv-fuzz`), so it never enters the project's lock file.
+
+    python -m fuzz.api [--max-examples N] [-- extra schemathesis options]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from shared.embedded_redis import EmbeddedRedis, free_port
+from shared.keys import KeySpace
+from shared.redis_client import connect
+from shared.settings import Settings
+from shared.users import Role, TokenStore
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMATHESIS = ROOT / ".venv-fuzz" / "bin" / "schemathesis"
+
+
+def _serve(env: dict[str, str], log_dir: Path) -> list[subprocess.Popen[bytes]]:
+    signoff = str(Path(sys.executable).with_name("signoff"))
+    started = []
+    for name, command in (("worker", [signoff, "worker"]), ("web", [signoff, "web"])):
+        log = (log_dir / f"{name}.log").open("wb")
+        started.append(
+            subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        )
+    return started
+
+
+def _wait_healthy(base: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"signoff web did not answer at {base}/healthz")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-examples", type=int, default=200, help="Cases per operation.")
+    parser.add_argument("extra", nargs="*", help="More schemathesis options (after --).")
+    options = parser.parse_args()
+    if not SCHEMATHESIS.exists():
+        raise SystemExit(f"{SCHEMATHESIS} is missing: run `make fuzz` (it installs schemathesis)")
+    work = Path(tempfile.mkdtemp(prefix="signoff-fuzz-"))
+    redis_server = EmbeddedRedis(data_dir=work / "redis").start()
+    port = free_port()
+    env = {
+        **os.environ,
+        "SIGNOFF_REDIS_URL": redis_server.url,
+        "SIGNOFF_KEY_PREFIX": f"fuzz{uuid.uuid4().hex[:6]}",
+        "SIGNOFF_WEB_PORT": str(port),
+        "SIGNOFF_SECRET_KEY": uuid.uuid4().hex,
+        "SIGNOFF_WEB_WORKERS": "1",
+    }
+    settings = Settings(redis_url=env["SIGNOFF_REDIS_URL"], key_prefix=env["SIGNOFF_KEY_PREFIX"])
+    token = TokenStore(connect(settings), KeySpace(settings.key_prefix)).create(
+        "fuzz", Role.OPERATOR
+    )
+    processes = _serve(env, work)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base)
+        command = [
+            str(SCHEMATHESIS),
+            "run",
+            f"{base}/api/v1/openapi.json",
+            "--checks",
+            "all",
+            "--max-examples",
+            str(options.max_examples),
+            "--header",
+            f"Authorization: Bearer {token}",
+            "--report-junit-path",
+            str(work / "junit.xml"),
+            *options.extra,
+        ]
+        print(" ".join(c if "Bearer" not in c else "Authorization: Bearer ***" for c in command))
+        result = subprocess.run(command, cwd=ROOT, check=False)
+        print(f"logs of the worker and web server: {work}")
+        return result.returncode
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=30)
+        redis_server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
