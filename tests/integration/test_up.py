@@ -314,3 +314,18 @@ def test_the_banner_says_how_to_use_the_cli_from_another_terminal(
     assert up.redis_url.removeprefix("redis://") in tour.stdout + tour.stderr
     os.kill(up.pid, signal.SIGTERM)
     assert up.process.wait(timeout=60) == 0
+
+
+def test_a_child_that_dies_stops_the_rest_and_is_named(tmp_path: Path, started: list[Up]) -> None:
+    up = start_up(tmp_path, "--port", str(free_port()))
+    started.append(up)
+    up.read_until("Ctrl-C stops everything")
+    members = tree(up.pid)
+    (worker,) = (p for p in members if b"worker\0worker" in Path(f"/proc/{p}/cmdline").read_bytes())
+    os.kill(worker, signal.SIGKILL)
+    assert up.process.wait(timeout=60) == 1
+    assert_all_end(members)
+    assert up.process.stdout is not None
+    rest = up.process.stdout.read()
+    assert "error: worker was killed by SIGKILL, so everything stopped" in rest
+    assert ".signoff/logs/worker.log" in rest
