@@ -247,3 +247,27 @@ def test_batch_page_follows_progress(page: Page, api: httpx.Client, server: Live
     page.click("#batch-notice a")
     expect(page.locator("#results tbody tr")).to_have_count(2)
     expect(page.locator("#results")).to_contain_text("slow item 1")
+
+
+def test_the_operator_sets_a_tool_policy_that_binds_submitters(
+    page: Page, api: httpx.Client, server: LiveServer
+) -> None:
+    page.goto(f"{server.url}/policy")
+    row = page.locator("#tools tr[data-tool=calculator]")
+    expect(row.locator(".badge")).to_have_text("auto")
+    row.locator("select[name=policy]").select_option("deny")
+    row.locator("button[type=submit]").click()
+    expect(page.locator("#tools tr[data-tool=calculator] .badge")).to_have_text("deny")
+    expect(page.locator("#rules tr[data-rule='calculator|*']")).to_be_visible()
+    expect(page.locator("#policy-log tbody tr").first).to_contain_text(OPERATOR[0])
+    _shot(page, "policy")
+    refused = api.post("/api/v1/conversations", json={"tools": {"calculator": "auto"}})
+    assert refused.status_code == 403 and "tools.calculator" in refused.text
+    cid = _new_conversation(api)
+    page.goto(f"{server.url}/conversations/{cid}")
+    page.click("#tool-policy summary")
+    expect(page.locator("#tool-policy tr[data-tool=calculator] .badge")).to_have_text("deny")
+    page.goto(f"{server.url}/policy")
+    page.locator("#rules tr[data-rule='calculator|*'] button").click()
+    expect(page.locator("#tools tr[data-tool=calculator] .badge")).to_have_text("auto")
+    assert server.services.policies.load().rules == ()

@@ -10,7 +10,14 @@ from pydantic import BaseModel, Field
 
 from shared.config import LABEL_PATTERN, ToolPolicy
 from shared.keys import ID_PATTERN
-from shared.policy import TOOL_NAME_PATTERN, OperatorPolicy, PolicyChange, PolicyRule, ToolInfo
+from shared.policy import (
+    ALWAYS_ASK,
+    TOOL_NAME_PATTERN,
+    OperatorPolicy,
+    PolicyChange,
+    PolicyRule,
+    ToolInfo,
+)
 from shared.users import Role
 from webui.api.operations import Param, operation
 from webui.api.replies import reply
@@ -37,6 +44,7 @@ class ToolRow(BaseModel):
     description: str
     default_policy: ToolPolicy = Field(description="The tool's built-in default.")
     policy: ToolPolicy = Field(description="What applies where no batch or label rule does.")
+    always_asks: bool = Field(False, description="A question for a person: no rule changes it.")
 
 
 class PolicyView(BaseModel):
@@ -54,7 +62,10 @@ def policy_view(rules: OperatorPolicy, catalog: dict[str, ToolInfo]) -> PolicyVi
             name=info.name,
             description=info.description,
             default_policy=info.default_policy,
-            policy=rules.base(info.name, default=info.default_policy),
+            policy=ToolPolicy.ASK
+            if info.name in ALWAYS_ASK
+            else rules.base(info.name, default=info.default_policy),
+            always_asks=info.name in ALWAYS_ASK,
         )
         for info in catalog.values()
     ]
