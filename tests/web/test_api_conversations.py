@@ -97,9 +97,7 @@ def test_create_then_read(http: FlaskClient, operator: dict[str, str]) -> None:
 
 def test_create_conflict_on_duplicate_id(http: FlaskClient, operator: dict[str, str]) -> None:
     new_conversation(http, operator, conversation_id="dup")
-    response = http.post(
-        "/api/v1/conversations", json={"conversation_id": "dup"}, headers=operator
-    )
+    response = http.post("/api/v1/conversations", json={"conversation_id": "dup"}, headers=operator)
     assert response.status_code == 409
     assert response.json["error"]["code"] == "conflict"
 
@@ -111,7 +109,7 @@ def test_create_conflict_on_duplicate_id(http: FlaskClient, operator: dict[str, 
         ({"tools": {"calculator": "sometimes"}}, "tools.calculator"),
         ({"unknown_option": 1}, "unknown_option"),
         ({"conversation_id": "has space"}, "conversation_id"),
-        ({"response_schema": {"type": "nonsense"}}, "response schema"),
+        ({"response_schema": {"type": "nonsense"}}, "response_schema"),
         ({"model": "   "}, "model"),
     ],
 )
