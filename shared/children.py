@@ -56,9 +56,12 @@ class Child:
     log: Path | None = None
 
     def log_tail(self, limit: int = 2000) -> str:
+        """The last `limit` bytes of its log, read without reading the rest."""
         if self.log is None or not self.log.exists():
             return ""
-        return self.log.read_text(errors="replace")[-limit:]
+        with self.log.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - limit))
+            return log.read().decode(errors="replace")
 
 
 class ProcessGroup:

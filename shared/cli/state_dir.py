@@ -60,13 +60,13 @@ class StateDir:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def kept_secret(self, name: str) -> str:
+    def kept_secret(self, name: str, *, nbytes: int) -> str:
         """The secret in file `name`, made once (0600) and read back on every later start."""
         path = self.root / name
         with contextlib.suppress(FileExistsError):
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_urlsafe(12 if name == "admin-password" else 32) + "\n")
+                out.write(secrets.token_urlsafe(nbytes) + "\n")
         path.chmod(0o600)
         return path.read_text().strip()
 

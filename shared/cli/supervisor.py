@@ -133,9 +133,10 @@ class Supervisor:
     def _child_env(self) -> dict[str, str]:
         env = {"SIGNOFF_REDIS_URL": self.redis_url, "SIGNOFF_WEB_PORT": str(self.web_port)}
         if not self.settings.admin_password.get_secret_value():
-            env["SIGNOFF_ADMIN_PASSWORD"] = self.state.kept_secret("admin-password")
+            env["SIGNOFF_ADMIN_PASSWORD"] = self.state.kept_secret("admin-password", nbytes=12)
         if not self.settings.secret_key.get_secret_value():
-            env["SIGNOFF_SECRET_KEY"] = self.state.kept_secret("secret-key")  # one for all workers
+            # one key for every web worker, and for every start: sign-ins survive a restart
+            env["SIGNOFF_SECRET_KEY"] = self.state.kept_secret("secret-key", nbytes=32)
         return env
 
     def _spawn(self, name: str, command: list[str]) -> None:
