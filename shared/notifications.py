@@ -429,11 +429,11 @@ def _arguments_after(note: Notification, decision: Resolution | None) -> Any:
 
 def _check_content(note: Notification, decision: Resolution) -> None:
     if isinstance(decision, Submit) and note.submit_schema is not None:
-        problems = schema_violations(decision.content, note.submit_schema)
+        problems = schema_violations(decision.content, note.submit_schema, name="schema")
         if problems:
             raise InvalidInput("submitted content is invalid: " + "; ".join(problems))
     if isinstance(decision, Allow) and decision.arguments is not None and note.arguments_schema:
-        problems = schema_violations(decision.arguments, note.arguments_schema)
+        problems = schema_violations(decision.arguments, note.arguments_schema, name="parameters")
         if problems:
             raise InvalidInput("edited arguments are invalid: " + "; ".join(problems))
     if isinstance(decision, Allow) and decision.sticky == "batch" and not note.batch_id:

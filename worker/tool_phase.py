@@ -20,6 +20,7 @@ from worker.approval import Decision, decision_for, park
 from worker.checkpoint import Phase
 from worker.leg import Leg
 from worker.tools import ToolContext, ToolOutcome, ToolRegistry
+from worker.tools.ask_operator import ASK_OPERATOR, question_problem
 from worker.writer import Flush
 
 __all__ = ["ToolPhase", "policy_for", "run_pending_tools"]
@@ -83,7 +84,10 @@ def run_pending_tools(leg: Leg, registry: ToolRegistry) -> ToolPhase:
 
 def _needs_person(leg: Leg, registry: ToolRegistry, call: ToolCall) -> bool:
     within_limit = leg.checkpoint.tool_calls < leg.config.limits.max_tool_calls
-    return within_limit and policy_for(leg, registry, call.name, for_call=True) is ToolPolicy.ASK
+    asks = policy_for(leg, registry, call.name, for_call=True) is ToolPolicy.ASK
+    # A question whose answer schema is refused runs (and fails) instead of parking.
+    unaskable = call.name == ASK_OPERATOR and question_problem(call.args) is not None
+    return within_limit and asks and not unaskable
 
 
 def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: Decision) -> None:

@@ -85,7 +85,7 @@ def test_batch_roles_and_unknown_batches(
                 "config": {"conversation": {"response_schema": {"type": 5}}},
             },
             422,
-            "response schema",
+            "response_schema",
         ),
         ({"items": [{"prompt": "x"}], "batch_id": "not/an id"}, 422, "batch_id"),
     ],
