@@ -133,7 +133,9 @@ def _config(
     settings = load_settings()
     tools = _json_option("--tools", tools_json) if tools_json else None
     schema = (
-        check_schema(_json_option("--schema", schema_path.read_text())) if schema_path else None
+        check_schema(_json_option("--schema", schema_path.read_text()), name="--schema")
+        if schema_path
+        else None
     )
     return ConversationConfig.from_settings(
         settings,
