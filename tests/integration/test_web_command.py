@@ -123,6 +123,9 @@ def test_signoff_web_makes_no_control_socket_and_its_workers_die_with_it(
     try:
         wait_healthy(url, web)
         assert not (tmp_path / ".gunicorn").exists()  # no socket shared by every instance
+        deadline = time.monotonic() + 30
+        while len(_web_pids(web.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the first worker may answer while the second still boots
         client = redis.Redis.from_url(redis_server.url, decode_responses=True)
         token = TokenStore(client, KeySpace("webcmd2")).create("test", "viewer")
         for _ in range(4):  # open event streams keep a worker busy: it would linger 30 s
