@@ -124,6 +124,24 @@ def tree(root: int) -> set[int]:
         found |= more
 
 
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def full_tree(root: int) -> set[int]:
+    """`root`'s tree once gunicorn has both its workers: the banner may come before the second."""
+    deadline = time.monotonic() + 30
+    while True:
+        members = tree(root)
+        gunicorns = [pid for pid in members if b"gunicorn" in cmdline(pid)]
+        if len(gunicorns) >= 3 or time.monotonic() > deadline:
+            return members
+        time.sleep(0.1)
+
+
 def alive(pids: set[int]) -> set[int]:
     """Those still running; a zombie has ended, only its parent has not yet read its status."""
     return {pid for pid in pids if (stat := _stat(pid)) is not None and stat[0] != "Z"}
@@ -133,7 +151,7 @@ def assert_all_end(pids: set[int]) -> None:
     deadline = time.monotonic() + STOP_WITHIN_S
     while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in alive(pids)}
+    left = {pid: cmdline(pid) for pid in alive(pids)}
     assert not left, f"still running {STOP_WITHIN_S}s later: {left}"
 
 
@@ -185,7 +203,7 @@ def test_up_demo_runs_the_batch_and_stops_cleanly(tmp_path: Path, started: list[
     redis_url = up.redis_url
     assert f"(its own; data in {Path('.signoff') / 'redis'})" in banner
     members = tree(up.pid)
-    assert any(b"redis-server" in Path(f"/proc/{p}/cmdline").read_bytes() for p in members)
+    assert any(b"redis-server" in cmdline(p) for p in members)
 
     resolve_demo_approvals(f"http://127.0.0.1:{port}/api/v1", operator_token(redis_url))
     up.read_until("results written")
@@ -194,7 +212,7 @@ def test_up_demo_runs_the_batch_and_stops_cleanly(tmp_path: Path, started: list[
     assert all(r["status"] == "done" for r in results)
     assert "1000" in next(r for r in results if r["id"] == "budget")["text"]
 
-    members = tree(up.pid)
+    members = full_tree(up.pid)
     os.kill(up.pid, signal.SIGINT)  # ignored by its parent shell, it still stops everything
     assert up.process.wait(timeout=60) == 0
     assert_all_end(members)
@@ -248,8 +266,8 @@ def test_up_leaves_no_process_however_it_is_stopped(
     up = start_up(tmp_path, "--port", str(free_port()))
     started.append(up)
     up.read_until("Ctrl-C stops everything")
-    members = tree(up.pid)
-    names = b" ".join(Path(f"/proc/{p}/cmdline").read_bytes() for p in members)
+    members = full_tree(up.pid)
+    names = b" ".join(cmdline(p) for p in members)
     for part in (b"redis-server", b"worker\0worker", b"worker\0beat", b"gunicorn"):
         assert part in names
     assert len(members) >= 7  # redis, worker, beat, gunicorn and its 2 workers, the group's sleep
@@ -320,8 +338,8 @@ def test_a_child_that_dies_stops_the_rest_and_is_named(tmp_path: Path, started: 
     up = start_up(tmp_path, "--port", str(free_port()))
     started.append(up)
     up.read_until("Ctrl-C stops everything")
-    members = tree(up.pid)
-    (worker,) = (p for p in members if b"worker\0worker" in Path(f"/proc/{p}/cmdline").read_bytes())
+    members = full_tree(up.pid)
+    (worker,) = (p for p in members if b"worker\0worker" in cmdline(p))
     os.kill(worker, signal.SIGKILL)
     assert up.process.wait(timeout=60) == 1
     assert_all_end(members)
