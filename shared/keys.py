@@ -147,6 +147,14 @@ class KeySpace:
         """STREAM of resolutions: who, when, what, arguments before and after."""
         return f"{self.prefix}:audit"
 
+    def reconcile_cursors(self) -> str:
+        """HASH: index walked by the reconciler -> where its next page starts ("<score> <id>")."""
+        return f"{self.prefix}:reconcile:cursors"
+
+    def reconcile_lock(self) -> str:
+        """STRING: held while one sweep reconciles, so two never repair the same entry."""
+        return f"{self.prefix}:reconcile:lock"
+
     def usage_by_day(self, day: str) -> str:
         """HASH of token totals by model for one UTC day (YYYY-MM-DD)."""
         return f"{self.prefix}:usage:day:{day}"

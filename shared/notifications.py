@@ -2,16 +2,20 @@
 
 Resolving is a compare-and-set from `pending` in one script on the notification's
 hash (which lives in its conversation's slot): the first resolution wins and every
-later one gets a Conflict that says what happened. The API, the UI, the CLI and the
-client all resolve through `NotificationStore.resolve`.
+later one gets a Conflict that says what happened. The script also judges the deadline,
+by Redis's clock: a resolution after it expires the notification instead. The API, the
+UI, the CLI and the client all resolve through `NotificationStore.resolve`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,22 +34,45 @@ from shared.approvals import (
 )
 from shared.emit import EMIT_LUA
 from shared.errors import Conflict, CorruptRecord, InvalidInput, NotFound
-from shared.keys import KeySpace
+from shared.inbox_index import INDEXED_FIELD, InboxIndex, facets, index_commands, queue_unindex
+from shared.keys import ID_PATTERN, KeySpace
 from shared.lua import LuaScript
 from shared.redis_client import storage_errors
 from shared.schema import schema_violations
 from shared.settings import Settings
 from shared.tasks import Advancer
 
-__all__ = ["NotificationStore", "index_commands"]
+__all__ = ["NotificationStore", "OnSettled", "Records", "audit_entry", "index_commands"]
 
 AUDIT_MAXLEN = 100_000
+_ID = re.compile(ID_PATTERN)
 
-# KEYS: notification, events   ARGV: new status, resolution json, actor, now, maxlen, ttl_ms,
-#       channel, channel_all, cid, turn id, nid
+log = logging.getLogger(__name__)
+
+# Given settled notifications and ids without a record that are still in the indexes.
+OnSettled = Callable[[list[Notification], list[str]], None]
+
+
+@dataclass
+class Records:
+    """Notifications read by id: parsed, without a record, corrupt, marked indexed."""
+
+    notes: list[Notification] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
+    indexed: set[str] = field(default_factory=set)
+
+
+# KEYS: notification, events
+# ARGV: one JSON object: status, resolution (JSON), actor, at, maxlen, ttl_ms, channels,
+#       cid, turn_id, nid, expires_at ('' for none), expired and expiry_actor (an expiry's)
+# The deadline is judged by Redis's clock, the one every resolver shares: after it, a
+# resolution (or a cancel) expires the notification instead and gets {'expired_now', at};
+# an expiry before it changes nothing and gets {'early'}.
 _RESOLVE = LuaScript(
     EMIT_LUA
     + """
+local a = cjson.decode(ARGV[1])
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {'not_found'} end
 if status ~= 'pending' then
@@ -53,39 +80,30 @@ if status ~= 'pending' then
           redis.call('HGET', KEYS[1], 'resolved_at') or '0',
           redis.call('HGET', KEYS[1], 'resolution') or ''}
 end
-redis.call('HSET', KEYS[1], 'status', ARGV[1], 'resolution', ARGV[2], 'resolved_by', ARGV[3],
-           'resolved_at', ARGV[4])
-emit(KEYS[2], ARGV[5], ARGV[6], {ARGV[7], ARGV[8]}, cjson.encode(
-  {kind = 'notification', conversation_id = ARGV[9], turn_id = ARGV[10], notification_id = ARGV[11],
-   notification_kind = 'interaction', status = ARGV[1]}))
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local deadline = tonumber(a.expires_at)
+local new, resolution, actor, at = a.status, a.resolution, a.actor, a.at
+if deadline and new == 'expired' and now < deadline then return {'early'} end
+if deadline and new ~= 'expired' and now >= deadline then
+  new, resolution, actor, at = 'expired', a.expired, a.expiry_actor, string.format('%.6f', now)
+end
+redis.call('HSET', KEYS[1], 'status', new, 'resolution', resolution, 'resolved_by', actor,
+           'resolved_at', at)
+emit(KEYS[2], a.maxlen, a.ttl_ms, a.channels, cjson.encode(
+  {kind = 'notification', conversation_id = a.cid, turn_id = a.turn_id, notification_id = a.nid,
+   notification_kind = 'interaction', status = new}))
+if new ~= a.status then return {'expired_now', at} end
 return {'ok'}
 """
 )
 
-
-def index_commands(keys: KeySpace, note: Notification) -> list[tuple[str, dict[str, float]]]:
-    """The global index entries of a pending notification: (zset key, {id: score})."""
-    entries = [
-        (keys.notifications_pending(), {note.id: note.created_at}),
-        (keys.notifications_all(), {note.id: note.created_at}),
-    ]
-    if note.tool_name:
-        entries.append(
-            (keys.notifications_pending_by("tool", note.tool_name), {note.id: note.created_at})
-        )
-    if note.batch_id:
-        entries.append(
-            (keys.notifications_pending_by("batch", note.batch_id), {note.id: note.created_at})
-        )
-    entries.append(
-        (
-            keys.notifications_pending_by("conversation", note.conversation_id),
-            {note.id: note.created_at},
-        )
-    )
-    if note.expires_at is not None:
-        entries.append((keys.notification_deadlines(), {note.id: note.expires_at}))
-    return entries
+EXPIRY_ACTOR = "system:expiry"
+EXPIRED = Deny(reason="expired")
+# Deadline entries read per page by `expire_due`, and at most per pass: stale entries
+# are dropped as they are met, so they never hold back the notifications behind them.
+EXPIRY_PAGE = 500
+EXPIRY_SCAN_CAP = 20_000
 
 
 def _when(stamp: float) -> str:
@@ -106,6 +124,7 @@ class NotificationStore:
         self.keys = keys
         self.settings = settings
         self.tasks = tasks
+        self.index = InboxIndex(client, keys)
 
     # Reading
 
@@ -287,13 +306,15 @@ class NotificationStore:
                 continue
 
     def expire(self, nid: str) -> bool:
-        """Resolves an overdue notification as denied, reason "expired"; False if not pending."""
+        """Resolves an overdue notification as denied, reason "expired"; False if not pending.
+
+        Also False before its deadline by Redis's clock, which decides both ways.
+        """
         note = self.get(nid)
         try:
-            self._cas(note, NotificationStatus.EXPIRED, Deny(reason="expired"), "system:expiry")
+            return self._cas(note, NotificationStatus.EXPIRED, EXPIRED, EXPIRY_ACTOR)
         except Conflict:
             return False
-        return True
 
     def cancel(self, nid: str) -> bool:
         """Marks a pending notification cancelled (its turn was aborted); False if not pending."""
@@ -304,20 +325,85 @@ class NotificationStore:
             return False
         return True
 
-    def expire_due(self, *, now: float | None = None, limit: int = 500) -> list[str]:
-        """Expires every pending notification past its deadline; returns their ids."""
-        with storage_errors("finding expired notifications"):
-            due = self.client.zrangebyscore(
-                self.keys.notification_deadlines(), "-inf", now or time.time(), start=0, num=limit
-            )
-        expired = []
-        for nid in (str(i) for i in due):
-            try:
-                if self.expire(nid):
-                    expired.append(nid)
-            except NotFound:
-                self.client.zrem(self.keys.notification_deadlines(), nid)
+    def expire_due(
+        self, *, now: float | None = None, limit: int = 500, on_settled: OnSettled | None = None
+    ) -> list[str]:
+        """Expires up to `limit` pending notifications past their deadline; returns their ids.
+
+        Entries whose notification is no longer pending (a resolver died before its
+        clean-up) or has no record go to `on_settled` as they are met (by default they
+        are dropped from the indexes), and do not count against `limit`.
+        """
+        now = self.clock() if now is None else now
+        settle = on_settled or self._unindex
+        expired: list[str] = []
+        kept = examined = 0  # entries left in place: not due by Redis's clock, or corrupt
+        while len(expired) < limit and examined < EXPIRY_SCAN_CAP:
+            with storage_errors("finding expired notifications"):
+                due = self.client.zrangebyscore(
+                    self.keys.notification_deadlines(), "-inf", now, start=kept, num=EXPIRY_PAGE
+                )
+            if not due:
+                break
+            examined += len(due)
+            kept += self._expire_page([str(i) for i in due], expired, limit, settle)
         return expired
+
+    def _expire_page(
+        self, ids: list[str], expired: list[str], limit: int, settle: OnSettled
+    ) -> int:
+        """Expires the page's pending notifications into `expired`; returns how many stay."""
+        found = self.records(ids)
+        pending = [n for n in found.notes if n.status is NotificationStatus.PENDING]
+        settle(
+            [n for n in found.notes if n.status is not NotificationStatus.PENDING], found.missing
+        )
+        kept = len(found.corrupt)
+        for note in pending:
+            if len(expired) >= limit:
+                break
+            try:
+                if self._cas(note, NotificationStatus.EXPIRED, EXPIRED, EXPIRY_ACTOR):
+                    expired.append(note.id)
+                else:
+                    kept += 1  # not due yet by Redis's clock
+            except (Conflict, NotFound):  # settled (or gone) meanwhile: we clean up too
+                settle([note], [])
+        return kept
+
+    def _unindex(self, notes: list[Notification], missing: list[str]) -> None:
+        self.index.unindex(notes, missing=missing)
+
+    def clock(self) -> float:
+        """Redis's time: the clock deadlines are judged by, the same for every process."""
+        with storage_errors("reading Redis's clock"):
+            seconds, micros = self.client.time()
+        return float(seconds) + float(micros) / 1_000_000
+
+    def records(self, ids: list[str]) -> Records:
+        """The notifications of `ids` in one round trip, sorted by what was found."""
+        named = [nid for nid in ids if _well_formed(nid)]
+        with (
+            storage_errors("reading notifications"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for nid in named:
+                pipe.hgetall(self.keys.notification(nid))
+            raws = pipe.execute()
+        found = Records(missing=[nid for nid in ids if not _well_formed(nid)])
+        for nid, raw in zip(named, raws, strict=True):
+            if not raw:
+                found.missing.append(nid)
+                continue
+            try:
+                found.notes.append(self._parse(nid, raw))
+            except CorruptRecord as exc:
+                log.warning("left in the indexes: %s", exc)
+                found.corrupt.append(nid)
+                continue
+            if raw.get(INDEXED_FIELD):
+                found.indexed.add(nid)
+        return found
 
     def _validated(self, note: Notification, resolution: Resolution | dict[str, Any]) -> Resolution:
         try:
@@ -342,29 +428,67 @@ class NotificationStore:
         actor: str,
         *,
         advance: bool = True,
-    ) -> None:
+    ) -> bool:
+        """Settles `note` from pending; False for an expiry before the deadline.
+
+        After the deadline, any other settlement expires the notification instead (and
+        cleans up as an expiry does) and raises a Conflict saying so.
+        """
         now = time.time()
         keys = [self.keys.notification(note.id), self.keys.events(note.conversation_id)]
-        args = [
-            status.value,
-            decision.model_dump_json() if decision else "",
-            actor,
-            now,
-            self.settings.stream_maxlen,
-            self.settings.events_ttl_s * 1000,
-            self.keys.live(note.conversation_id),
-            self.keys.live_all(),
-            note.conversation_id,
-            note.turn_id,
-            note.id,
-        ]
         with storage_errors(f"resolving notification {note.id}"):
-            reply = _RESOLVE(self.client, keys, args)
+            argument = self._cas_argument(note, status, decision, actor, now)
+            reply = _RESOLVE(self.client, keys, [argument])
+        if reply[0] == "early":
+            return False
+        if reply[0] == "expired_now":
+            at = float(reply[1])
+            self._settled(note, NotificationStatus.EXPIRED, EXPIRED, EXPIRY_ACTOR, at, advance)
+            raise _conflict(note, [NotificationStatus.EXPIRED.value, EXPIRY_ACTOR, reply[1], ""])
         if reply[0] != "ok":
-            raise _conflict(note.id, reply)
-        self._after(note, status, decision, actor, now)
+            raise _conflict(note, reply)
+        self._settled(note, status, decision, actor, now, advance)
+        return True
+
+    def _settled(
+        self,
+        note: Notification,
+        status: NotificationStatus,
+        decision: Resolution | None,
+        actor: str,
+        at: float,
+        advance: bool,
+    ) -> None:
+        """What follows a compare-and-set: indexes, audit, then the conversation's next leg."""
+        self._after(note, status, decision, actor, at)
         if advance and self.tasks is not None:
             self.tasks.advance(note.conversation_id)
+
+    def _cas_argument(
+        self,
+        note: Notification,
+        status: NotificationStatus,
+        decision: Resolution | None,
+        actor: str,
+        now: float,
+    ) -> str:
+        return json.dumps(
+            {
+                "status": status.value,
+                "resolution": decision.model_dump_json() if decision else "",
+                "actor": actor,
+                "at": repr(now),
+                "maxlen": str(self.settings.stream_maxlen),
+                "ttl_ms": str(self.settings.events_ttl_s * 1000),
+                "channels": [self.keys.live(note.conversation_id), self.keys.live_all()],
+                "cid": note.conversation_id,
+                "turn_id": note.turn_id,
+                "nid": note.id,
+                "expires_at": "" if note.expires_at is None else repr(note.expires_at),
+                "expired": EXPIRED.model_dump_json(),
+                "expiry_actor": EXPIRY_ACTOR,
+            }
+        )
 
     def _after(
         self,
@@ -374,29 +498,16 @@ class NotificationStore:
         actor: str,
         now: float,
     ) -> None:
-        """Drops the notification from the pending indexes and writes the audit entry."""
-        entry = {
-            "notification_id": note.id,
-            "conversation_id": note.conversation_id,
-            "status": status.value,
-            "actor": actor,
-            "at": now,
-            "kind": decision.kind if decision else "",
-            "tool": note.tool_name or "",
-            "arguments_before": json.dumps(note.tool_call.args if note.tool_call else None),
-            "arguments_after": json.dumps(_arguments_after(note, decision)),
-            "reason": decision.reason if isinstance(decision, Deny) else "",
-        }
+        """Writes the audit entry and drops the notification from the pending indexes."""
+        entry = audit_entry(note, status, decision, actor, now)
         with (
             storage_errors(f"indexing notification {note.id}"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            for key, _ in index_commands(self.keys, note):
-                if key != self.keys.notifications_all():
-                    pipe.zrem(key, note.id)
             pipe.xadd(self.keys.audit(), entry, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
             if status is NotificationStatus.EXPIRED:
                 self._notify_expired(pipe, note)
+            queue_unindex(pipe, self.keys, note.id, facets(self.keys, note))
             pipe.execute()
 
     def _notify_expired(self, pipe: Any, note: Notification) -> None:
@@ -413,6 +524,33 @@ class NotificationStore:
             self.keys.notification_stream(),
         ):
             pipe.xadd(stream, delivery, maxlen=self.settings.stream_maxlen, approximate=True)
+
+
+def audit_entry(
+    note: Notification,
+    status: NotificationStatus,
+    decision: Resolution | None,
+    actor: str,
+    at: float,
+) -> dict[str, str | float]:
+    """The audit log's record of one settlement of `note`."""
+    return {
+        "notification_id": note.id,
+        "conversation_id": note.conversation_id,
+        "status": status.value,
+        "actor": actor,
+        "at": at,
+        "kind": decision.kind if decision else "",
+        "tool": note.tool_name or "",
+        "arguments_before": json.dumps(note.tool_call.args if note.tool_call else None),
+        "arguments_after": json.dumps(_arguments_after(note, decision)),
+        "reason": decision.reason if isinstance(decision, Deny) else "",
+    }
+
+
+def _well_formed(nid: str) -> bool:
+    cid, _, suffix = nid.rpartition(".")
+    return bool(cid and suffix and _ID.fullmatch(nid))
 
 
 def _arguments_after(note: Notification, decision: Resolution | None) -> Any:
@@ -442,14 +580,15 @@ def _check_content(note: Notification, decision: Resolution) -> None:
         )
 
 
-def _conflict(nid: str, reply: list[Any]) -> Exception:
-    status = reply[0]
+def _conflict(note: Notification, reply: list[Any]) -> Exception:
+    status, nid = reply[0], note.id
     if status == "not_found":
         return NotFound(f"notification {nid} does not exist")
     by, at, raw = reply[1], float(reply[2] or 0), reply[3]
     if status == NotificationStatus.EXPIRED.value:
+        deadline = note.expires_at if note.expires_at is not None else at
         return Conflict(
-            f"notification {nid} expired at {_when(at)} and was denied with reason 'expired'"
+            f"notification {nid} expired at {_when(deadline)} and was denied with reason 'expired'"
         )
     if status == NotificationStatus.CANCELLED.value:
         return Conflict(f"notification {nid} was cancelled at {_when(at)}: its turn was aborted")

@@ -15,8 +15,10 @@ def main(argv: list[str]) -> None:
     command = argv[0] if argv else "worker"
     extra = argv[1:]
     if command == "beat":
-        # the in-memory scheduler: the default one persists its state with shelve (pickle)
-        app.start(["beat", "--loglevel=INFO", "--scheduler", "celery.beat:Scheduler", *extra])
+        # the in-memory scheduler (the default one persists its state with shelve, which
+        # pickles), running the sweep in this process so that expiry needs no worker
+        scheduler = "worker.beat:SweepingScheduler"
+        app.start(["beat", "--loglevel=INFO", "--scheduler", scheduler, *extra])
         return
     app.worker_main(
         [

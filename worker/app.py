@@ -36,7 +36,8 @@ def create_celery(settings: Settings | None = None) -> Celery:
 
     @app.task(name=SWEEP, ignore_result=True)
     def sweep() -> list[str]:
-        return runtime.sweep()
+        """The sweep, for a producer that asks for one; `signoff beat` runs its own."""
+        return runtime.sweep().resent
 
     app.signoff_runtime = runtime
     return app

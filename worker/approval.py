@@ -26,7 +26,8 @@ from shared.approvals import (
     Submit,
 )
 from shared.events import ConversationStatus, NotificationEvent, TurnStatus
-from shared.notifications import NotificationStore, index_commands
+from shared.inbox_index import InboxIndex, delivery_fields, index_commands
+from shared.notifications import NotificationStore
 from shared.steps import ToolCall
 from worker.leg import Leg
 from worker.tools import ToolOutcome, ToolRegistry
@@ -88,14 +89,6 @@ def park(leg: Leg, registry: ToolRegistry, call: ToolCall) -> None:
         status="pending",
         title=note.title,
     )
-    delivery = {
-        "notification_id": note.id,
-        "kind": note.kind.value,
-        "conversation_id": leg.cid,
-        "turn_id": leg.turn_id,
-        "event": "interaction",
-        "title": note.title,
-    }
     leg.writer.write(
         Flush(
             turn_fields={"status": TurnStatus.WAITING_FOR_USER.value, **leg.saved_checkpoint()},
@@ -104,10 +97,13 @@ def park(leg: Leg, registry: ToolRegistry, call: ToolCall) -> None:
             notification_key=leg.keys.notification(note.id),
             notification_fields={"doc": note.model_dump_json(), "status": note.status.value},
             events=[event],
-            deliveries=[delivery],
+            deliveries=[delivery_fields(note)],
             global_commands=[partial(_index, entries=index_commands(leg.keys, note))],
         )
     )
+    # Only now are the indexes and the global delivery (and the batch's count, written after
+    # the flush) known to be in Redis; without this mark the reconciler checks them again.
+    InboxIndex(leg.client, leg.keys).mark_indexed([note.id])
 
 
 def _index(pipe: Pipeline, *, entries: list[tuple[str, dict[str, float]]]) -> None:

@@ -33,6 +33,7 @@ from worker.checkpoint import TurnCheckpoint
 from worker.lease import Lease
 from worker.leg import Leg
 from worker.providers.registry import ProviderFactory
+from worker.sweeper import Sweeper, Swept
 from worker.tools import ToolRegistry, default_registry
 from worker.turn import LegOutcome, TurnMachine
 from worker.writer import LeaseLost, Writer
@@ -97,6 +98,9 @@ class Runtime:
         self.notifications = NotificationStore(client, self.keys, settings)
         self.limiter = RateLimiter(client, self.keys, settings.rate_limits)
         self.batches = BatchStore(client, self.keys, settings, _Advancer(send_advance))
+        self.sweeper = Sweeper(
+            client, self.keys, settings, batches=self.batches, send_advance=send_advance
+        )
         self._publish_tools()
 
     def _publish_tools(self) -> None:
@@ -220,42 +224,9 @@ class Runtime:
         except ValidationError as exc:
             raise CorruptRecord(f"checkpoint of {self.keys.turn(cid, tid)} does not parse") from exc
 
-    def sweep(self) -> list[str]:
-        """Expires overdue notifications, and re-sends `advance` where work has no worker.
-
-        That covers a worker that died mid-turn (its lease expired) and a resolution
-        whose `advance` was lost (its process died between the two).
-        """
-        beat_ttl_s = max(int(self.settings.sweep_interval_s * 4), 30)
-        self.client.set(self.keys.heartbeat("beat"), f"{time.time():.3f}", ex=beat_ttl_s)
-        for nid in self.notifications.expire_due():
-            self.send_advance(nid.rpartition(".")[0])
-        resent = []
-        with storage_errors("sweeping active conversations"):
-            active = [str(cid) for cid in self.client.zrange(self.keys.active(), 0, -1)]
-        for cid in active:
-            if self._needs_leg(cid):
-                self.send_advance(cid)
-                resent.append(cid)
-        return resent
-
-    def _needs_leg(self, cid: str) -> bool:
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.exists(self.keys.lease(cid))
-            pipe.hmget(self.keys.conversation(cid), "active_turn", "status", "parked_on")
-            pipe.llen(self.keys.inbox(cid))
-            leased, (active, status, parked_on), queued = pipe.execute()
-        if leased:
-            return False
-        if active and status == ConversationStatus.WAITING_FOR_USER.value:
-            return self._resumable({"parked_on": parked_on or ""}, cancelled=False)
-        if active:
-            return True
-        if not active and queued:
-            return True
-        if not active:
-            self.client.zrem(self.keys.active(), cid)
-        return False
+    def sweep(self) -> Swept:
+        """Expiry, the reconciler, and `advance` where work has no worker (see `Sweeper`)."""
+        return self.sweeper.sweep()
 
 
 def _as_dict(flat: list[Any]) -> dict[str, str]:

@@ -1,0 +1,75 @@
+"""The scheduler of `signoff beat`: Celery's in-memory one, except that it sweeps itself.
+
+Sending the sweep as a task would make expiry wait for a worker to take it; run here,
+an overdue approval expires on time with no worker at all, and the `advance` the sweep
+sends for it waits in the queue until a worker comes.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from celery.beat import ScheduleEntry, Scheduler
+
+from shared.errors import SignoffError
+from shared.tasks import SWEEP
+
+__all__ = ["SweepingScheduler"]
+
+log = logging.getLogger(__name__)
+
+_STOPS = (signal.SIGTERM, signal.SIGINT)
+
+
+class SweepingScheduler(Scheduler):
+    """Runs the sweep entry in this process; any other entry is sent as usual."""
+
+    def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
+        if entry.task != SWEEP:
+            super().apply_entry(entry, producer=producer)
+            return
+        try:
+            with _stops_held():
+                swept = self.app.signoff_runtime.sweep()
+        except SignoffError as exc:  # Redis away: the next interval tries again
+            log.warning("sweep failed, retried in one interval: %s", exc)
+            return
+        counts = {
+            "expired": len(swept.expired),
+            "restored": len(swept.reconciled.restored),
+            "redelivered": len(swept.reconciled.redelivered),
+            "dropped": len(swept.reconciled.dropped),
+            "reaudited": len(swept.reconciled.reaudited),
+            "resent": len(swept.resent),
+        }
+        log.log(
+            logging.INFO if any(counts.values()) else logging.DEBUG,
+            "sweep: %s",
+            ", ".join(f"{count} {what}" for what, count in counts.items()),
+        )
+
+
+@contextmanager
+def _stops_held() -> Iterator[None]:
+    """Holds SIGTERM and SIGINT until the block ends: a stop never cuts a resolution in two.
+
+    Stopping beat between an expiry's compare-and-set and its clean-up would leave the
+    clean-up to the next sweep's reconciler; the sweep is bounded, so waiting costs little.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {stop: signal.signal(stop, lambda signum, _: held.append(signum)) for stop in _STOPS}
+    try:
+        yield
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler if handler is not None else signal.SIG_DFL)
+        if held:
+            signal.raise_signal(held[0])

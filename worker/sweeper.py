@@ -1,0 +1,116 @@
+"""The sweep: what `signoff beat` runs every `SIGNOFF_SWEEP_INTERVAL_S`, in its own process.
+
+It expires overdue approvals, reconciles the inbox with the notification records, and
+re-sends `advance` where work has no worker: a worker that died mid-turn (its lease
+expired), or a resolution whose `advance` was lost (its process died between the two).
+Everything it sends waits in the queue for a worker; the sweep itself needs none.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import redis
+
+from shared.approvals import NotificationStatus
+from shared.batches import BatchStore
+from shared.errors import NotFound
+from shared.events import ConversationStatus
+from shared.keys import KeySpace
+from shared.notifications import NotificationStore
+from shared.redis_client import storage_errors
+from shared.settings import Settings
+from worker.reconcile import Reconciled, Reconciler
+
+__all__ = ["Sweeper", "Swept"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Swept:
+    """What one sweep did."""
+
+    expired: list[str] = field(default_factory=list)  # notification ids
+    reconciled: Reconciled = field(default_factory=Reconciled)
+    resent: list[str] = field(default_factory=list)  # conversations sent `advance` for work
+
+
+class Sweeper:
+    """Runs sweeps; needs Redis and a way to send `advance`, not a worker."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        settings: Settings,
+        *,
+        batches: BatchStore,
+        send_advance: Callable[[str], None],
+        reconciler: Reconciler | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self.send_advance = send_advance
+        self.notifications = NotificationStore(client, keys, settings)
+        self.reconciler = reconciler or Reconciler(
+            client, keys, settings, batches=batches, send_advance=send_advance
+        )
+
+    def sweep(self) -> Swept:
+        """One sweep: expiry, then the reconciler, then conversations whose work stalled."""
+        self._heartbeat()
+        swept = Swept(expired=self.notifications.expire_due(on_settled=self.reconciler.finish))
+        for nid in swept.expired:
+            self.send_advance(nid.rpartition(".")[0])
+        swept.reconciled = self.reconciler.run()
+        advanced = {nid.rpartition(".")[0] for nid in swept.expired}
+        advanced.update(swept.reconciled.advanced)
+        for cid in self._active():
+            if cid not in advanced and self._needs_leg(cid):
+                self.send_advance(cid)
+                swept.resent.append(cid)
+        return swept
+
+    def _heartbeat(self) -> None:
+        """Tells `signoff doctor` the scheduler is alive."""
+        beat_ttl_s = max(int(self.settings.sweep_interval_s * 4), 30)
+        with storage_errors("writing the scheduler's heartbeat"):
+            self.client.set(self.keys.heartbeat("beat"), f"{time.time():.3f}", ex=beat_ttl_s)
+
+    def _active(self) -> list[str]:
+        with storage_errors("sweeping active conversations"):
+            return [str(cid) for cid in self.client.zrange(self.keys.active(), 0, -1)]
+
+    def _needs_leg(self, cid: str) -> bool:
+        with (
+            storage_errors(f"sweeping conversation {cid}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
+            pipe.exists(self.keys.lease(cid))
+            pipe.hmget(self.keys.conversation(cid), "active_turn", "status", "parked_on")
+            pipe.llen(self.keys.inbox(cid))
+            leased, (active, status, parked_on), queued = pipe.execute()
+        if leased:
+            return False
+        if active and status == ConversationStatus.WAITING_FOR_USER.value:
+            return self._settled(parked_on or "")
+        if active or queued:
+            return True
+        with storage_errors(f"sweeping conversation {cid}"):
+            self.client.zrem(self.keys.active(), cid)
+        return False
+
+    def _settled(self, nid: str) -> bool:
+        """Whether the notification a conversation is parked on no longer waits for anyone."""
+        if not nid:
+            return True
+        try:
+            return self.notifications.get(nid).status is not NotificationStatus.PENDING
+        except NotFound:
+            log.warning("notification %s, which a conversation is parked on, is missing", nid)
+            return False
