@@ -2,9 +2,11 @@
 
 Starts its own redis-server, a worker and `signoff web` on free ports, creates an
 operator token, then runs ``schemathesis run --checks all`` against
-``/api/v1/openapi.json``: every server error and every schema-valid request the
-server rejects is a finding. Schemathesis lives in its own virtualenv
-(`.venv-fuzz`), so it never enters the project's lock file.
+``/api/v1/openapi.json``: every server error, every schema-valid request the server
+rejects and every schema-violating one it accepts is a finding. Schemathesis lives in
+its own virtualenv (`.venv-fuzz`), so it never enters the project's lock file; its
+settings are `fuzz/schemathesis.toml`, its hooks `fuzz/hooks.py`. docs/fuzzing.md has
+the last run's figures.
 
     python -m fuzz.api [--max-examples N] [-- extra schemathesis options]
 """
@@ -30,6 +32,7 @@ from shared.users import Role, TokenStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMATHESIS = ROOT / ".venv-fuzz" / "bin" / "schemathesis"
+CONFIG = ROOT / "fuzz" / "schemathesis.toml"
 
 
 def _serve(env: dict[str, str], log_dir: Path) -> list[subprocess.Popen[bytes]]:
@@ -83,6 +86,8 @@ def main() -> int:
         _wait_healthy(base)
         command = [
             str(SCHEMATHESIS),
+            "--config-file",
+            str(CONFIG),
             "run",
             f"{base}/api/v1/openapi.json",
             "--checks",
@@ -96,7 +101,8 @@ def main() -> int:
             *options.extra,
         ]
         print(" ".join(c if "Bearer" not in c else "Authorization: Bearer ***" for c in command))
-        result = subprocess.run(command, cwd=ROOT, check=False)
+        hooks = {"SCHEMATHESIS_HOOKS": "fuzz.hooks", "PYTHONPATH": str(ROOT)}
+        result = subprocess.run(command, cwd=ROOT, env={**os.environ, **hooks}, check=False)
         print(f"logs of the worker and web server: {work}")
         return result.returncode
     finally:

@@ -22,6 +22,7 @@ from typing import Any
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.json_schema import JsonDict
 
 from shared.config import LABEL_PATTERN, ConversationConfig, ToolPolicy
 from shared.errors import NotFound
@@ -56,10 +57,19 @@ def stricter(first: ToolPolicy, second: ToolPolicy) -> ToolPolicy:
     return first if _STRICTNESS[first] >= _STRICTNESS[second] else second
 
 
+# The schema says what `_one_scope` checks: not both scopes (a null one is no scope).
+_ONE_SCOPE: JsonDict = {
+    "not": {
+        "required": ["batch_id", "label"],
+        "properties": {"batch_id": {"type": "string"}, "label": {"type": "string"}},
+    }
+}
+
+
 class PolicyRule(BaseModel):
     """One operator rule: a tool's policy, globally or for one batch or one label."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_ONE_SCOPE)
 
     tool: str = Field(pattern=TOOL_NAME_PATTERN)
     policy: ToolPolicy

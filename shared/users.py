@@ -16,7 +16,6 @@ import logging
 import re
 import secrets
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -32,6 +31,8 @@ from shared.sessions import SessionStore
 
 __all__ = [
     "MAX_TOKEN_LIFETIME_S",
+    "MAX_TOKEN_NAME",
+    "TOKEN_NAME_PATTERN",
     "ApiToken",
     "IssuedToken",
     "LoginThrottle",
@@ -52,6 +53,21 @@ _TOKEN_ID_LENGTH = 12
 _LOGIN_WINDOW_S = 60
 _USE_NOTED_EVERY_S = 60  # a token's "last used" is written at most this often
 MAX_TOKEN_LIFETIME_S = 10 * 365 * 86_400
+MAX_TOKEN_NAME = 100
+
+# Control (Cc) and invisible formatting (Cf) characters of Unicode 14 (a test checks them
+# against `unicodedata`); the astral ones are written as themselves, which every regex
+# engine reads (escapes for them differ between Python, Rust and ECMA-262).
+_INVISIBLE = (
+    r"\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    r"\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f"
+)
+_SPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"  # str.isspace
+# A token name: not only whitespace, and no character in it invisible. The API declares it.
+TOKEN_NAME_PATTERN = f"^[^{_INVISIBLE}]*[^{_INVISIBLE}{_SPACE}][^{_INVISIBLE}]*$"
+_TOKEN_NAME = re.compile(TOKEN_NAME_PATTERN[1:-1])
 
 
 class Role(str, Enum):
@@ -298,10 +314,13 @@ class TokenStore:
         actor: str = "unknown",
     ) -> IssuedToken:
         """Stores a new token; its plain value is in the answer, the only time it is seen."""
-        if not name.strip() or len(name) > 100:
-            raise InvalidInput("token name must be 1-100 characters")
-        if any(unicodedata.category(ch).startswith("C") for ch in name):
-            raise InvalidInput(f"token name {name!r} must not contain control characters")
+        if not name.strip() or len(name) > MAX_TOKEN_NAME:
+            raise InvalidInput(f"token name must be 1-{MAX_TOKEN_NAME} characters")
+        if not _TOKEN_NAME.fullmatch(name):
+            raise InvalidInput(
+                f"token name {name!r} must not contain control characters or invisible "
+                "formatting characters"
+            )
         if expires_in_s is not None and not 0 < expires_in_s <= MAX_TOKEN_LIFETIME_S:
             raise InvalidInput(
                 f"token expires_in_s must be 1-{MAX_TOKEN_LIFETIME_S} seconds, got {expires_in_s}"

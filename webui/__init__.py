@@ -18,7 +18,7 @@ from shared.settings import Settings, load_settings
 from webui import auth, csrf, errors, security
 from webui.api import blueprint as api_blueprint
 from webui.auth import public
-from webui.converters import IdConverter
+from webui.converters import CONVERTERS
 from webui.pages import blueprint as pages_blueprint
 from webui.services import EXTENSION, Services, build_services, services
 
@@ -77,7 +77,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         MAX_FORM_MEMORY_SIZE=settings.max_prompt_text_bytes + _BODY_MARGIN,
         **security.cookie_config(settings),
     )
-    app.url_map.converters["id"] = IdConverter
+    app.url_map.converters.update(CONVERTERS)
     svc = build_services(settings)
     app.extensions[EXTENSION] = svc
     _ensure_admin(svc)

@@ -15,7 +15,7 @@ from shared.notifications import NotificationStore
 from webui.params import number_value
 from webui.unreadable import skip_unreadable
 
-__all__ = ["AGE_CHOICES", "InboxFilter"]
+__all__ = ["AGE_CHOICES", "MAX_AGE_S", "InboxFilter"]
 
 # The inbox's "waiting for at least" choices, in seconds (any value works in a URL).
 AGE_CHOICES: tuple[tuple[int, str], ...] = (

@@ -11,12 +11,12 @@ from typing import TypeVar
 from flask import request
 from pydantic import BaseModel, ValidationError
 
-from shared.errors import InvalidInput
 from webui.errors import HttpProblem, invalid_body
-from webui.sse import parse_stream_id
-from webui.usage_report import EARLIEST_DAY, MAX_DAYS
 
 __all__ = [
+    "MAX_OFFSET",
+    "STREAM_ID",
+    "STREAM_ID_PATTERN",
     "date_param",
     "day_range_params",
     "enum_param",
@@ -30,10 +30,17 @@ __all__ = [
 M = TypeVar("M", bound=BaseModel)
 E = TypeVar("E", bound=Enum)
 
-# Matched whole, ASCII only: Python's int() and float() also take "1_000", " 5", "1e3", "inf"
-# and digits of other scripts.
+MAX_OFFSET = 10**9
+# A Redis stream id as a parameter takes it (``0`` alone means the start); 19 digits a part
+# keep every value below 2**64, so the pattern alone says what is accepted.
+STREAM_ID = r"0|[0-9]{1,19}-[0-9]{1,19}"
+STREAM_ID_PATTERN = f"^(?:{STREAM_ID})$"
+
+# Matched whole, ASCII only: Python's int() and float() also take "1_000", " 5", "inf", "0x10"
+# and digits of other scripts. A number is a JSON number (``2.5``, ``1e-05``).
 _INTEGER = re.compile(r"-?[0-9]{1,30}")
-_NUMBER = re.compile(r"-?[0-9]{1,19}(?:\.[0-9]{1,19})?")
+_NUMBER = re.compile(r"-?[0-9]{1,30}(?:\.[0-9]{1,30})?(?:[eE][-+]?[0-9]{1,4})?")
+_STREAM_ID = re.compile(STREAM_ID)
 _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
@@ -57,7 +64,7 @@ def int_param(name: str, default: int, *, low: int, high: int) -> int:
 
 
 def number_value(name: str, raw: str, *, low: float, high: float) -> float:
-    """A finite number in ``low..high`` (not `nan`, `inf`, ``1e999``), from a query or a form."""
+    """A JSON number in ``low..high`` (not `nan`, `inf`, ``1e999``), from a query or a form."""
     value = float(raw) if _NUMBER.fullmatch(raw) else math.nan
     if not math.isfinite(value):
         raise _bad_value(name, f"must be a number like 60 or 2.5, got {raw[:30]!r}")
@@ -78,32 +85,38 @@ def enum_param(name: str, kind: type[E]) -> E | None:
 
 
 def date_param(name: str, default: date) -> date:
-    """A UTC day like 2025-01-31, between EARLIEST_DAY and a year from today."""
+    """A day like 2025-01-31 (any year from 0001 to 9999)."""
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        day = date.fromisoformat(raw) if _DAY.fullmatch(raw) else None
-    except ValueError:
-        day = None
+    day = _day(raw)
     if day is None:
         raise _bad(name, f"must be a date like 2025-01-31, got {raw[:30]!r}")
-    latest = _today() + timedelta(days=MAX_DAYS)
-    if not EARLIEST_DAY <= day <= latest:
-        raise _bad(name, f"must be between {EARLIEST_DAY} and {latest}, got {raw}")
     return day
 
 
+def _day(raw: str) -> date | None:
+    if not _DAY.fullmatch(raw):
+        return None
+    try:
+        return date.fromisoformat(raw)
+    except ValueError:  # 2025-02-30
+        return None
+
+
 def day_range_params(default_days: int) -> tuple[date, date]:
-    """``?start=&end=`` (UTC days, inclusive); by default the last `default_days` days."""
+    """``?start=&end=`` (UTC days, inclusive); by default the `default_days` days up to today.
+
+    Any two days are a range; `webui.usage_report.covered_days` says which of its days
+    a report reads.
+    """
     end = date_param("end", _today())
-    start = date_param("start", max(end - timedelta(days=default_days - 1), EARLIEST_DAY))
-    if end < start:
-        raise _bad("end", f"must not be before start {start}, got {end}")
-    days = (end - start).days + 1
-    if days > MAX_DAYS:
-        raise _bad("start", f"and 'end' may span at most {MAX_DAYS} days; they span {days}")
+    start = date_param("start", _days_before(end, default_days - 1))
     return start, end
+
+
+def _days_before(day: date, days: int) -> date:
+    return day - timedelta(days=days) if day.toordinal() > days else date.min
 
 
 def _today() -> date:
@@ -111,14 +124,13 @@ def _today() -> date:
 
 
 def last_event_id() -> str | None:
-    """The Last-Event-ID header (EventSource reconnects), else ``?last_event_id=``."""
+    """The Last-Event-ID header (EventSource reconnects), else ``?last_event_id=``; empty: none."""
     raw = request.headers.get("Last-Event-ID") or request.args.get("last_event_id")
     if not raw:
         return None
-    try:
-        parse_stream_id(raw)
-    except InvalidInput as exc:
-        raise HttpProblem(400, "bad_parameter", exc.message) from None
+    if not _STREAM_ID.fullmatch(raw):
+        message = f"event id {raw[:50]!r} is not a Redis stream id like 1700000000000-0"
+        raise HttpProblem(400, "bad_parameter", message)
     return "0-0" if raw == "0" else raw
 
 
@@ -127,10 +139,8 @@ def stream_id_param(name: str) -> str | None:
     raw = request.args.get(name)
     if not raw:
         return None
-    try:
-        parse_stream_id(raw)
-    except InvalidInput:
-        raise _bad(name, f"must be an id like 1700000000000-0, got {raw[:30]!r}") from None
+    if not _STREAM_ID.fullmatch(raw):
+        raise _bad(name, f"must be an id like 1700000000000-0, got {raw[:30]!r}")
     return raw
 
 

@@ -8,11 +8,10 @@ counter is what follows the last one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import redis
 
-from shared.errors import InvalidInput
 from shared.keys import KeySpace
 from shared.redis_client import storage_errors
 from shared.steps import USAGE_FIELDS, UsageMetadata
@@ -22,13 +21,13 @@ __all__ = [
     "MAX_DAYS",
     "DayUsage",
     "UsageReport",
-    "day_range",
+    "covered_days",
     "parse_day",
     "read_usage_report",
 ]
 
 MAX_DAYS = 366
-EARLIEST_DAY = date(2000, 1, 1)  # no usage is older; earlier dates are typos (or probes)
+EARLIEST_DAY = date(2000, 1, 1)  # no usage is older
 
 
 @dataclass(frozen=True)
@@ -56,14 +55,15 @@ class UsageReport:
         return dict(sorted(totals.items()))
 
 
-def day_range(start: date, end: date) -> list[date]:
-    """Every day from `start` to `end` inclusive, bounded to MAX_DAYS."""
-    if end < start:
-        raise InvalidInput(f"start {start} is after end {end}")
-    count = (end - start).days + 1
-    if count > MAX_DAYS:
-        raise InvalidInput(f"a usage report covers at most {MAX_DAYS} days; asked for {count}")
-    return [start + timedelta(days=i) for i in range(count)]
+def covered_days(start: date, end: date, *, today: date) -> list[date]:
+    """The days of ``start..end`` (inclusive) a report reads: the last MAX_DAYS of them that
+    can hold usage (EARLIEST_DAY to `today`); no days when `end` is before `start`.
+    """
+    first, last = max(start, EARLIEST_DAY), min(end, today)
+    if last < first:
+        return []
+    first = max(first, last - timedelta(days=MAX_DAYS - 1))
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 def parse_day(fields: dict[str, str]) -> dict[str, UsageMetadata]:
@@ -77,10 +77,10 @@ def parse_day(fields: dict[str, str]) -> dict[str, UsageMetadata]:
 
 
 def read_usage_report(
-    client: redis.Redis, keys: KeySpace, *, start: date, end: date
+    client: redis.Redis, keys: KeySpace, *, start: date, end: date, today: date | None = None
 ) -> UsageReport:
-    """One pipelined HGETALL per day of the range."""
-    days = day_range(start, end)
+    """One pipelined HGETALL per covered day of the range (`today` is UTC's by default)."""
+    days = covered_days(start, end, today=today or datetime.now(UTC).date())
     with storage_errors("reading usage by day"), client.pipeline(transaction=False) as pipe:
         for day in days:
             pipe.hgetall(keys.usage_by_day(day.isoformat()))

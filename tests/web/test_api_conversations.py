@@ -15,7 +15,8 @@ from webui.services import Services
 
 
 def _concrete(rule: str) -> str:
-    return re.sub(r"<[^>]+>", "x1", rule)
+    """The rule with a value its converter matches for each argument."""
+    return re.sub(r"<(?:(\w+):)?[^>]+>", lambda m: "c1.n1" if m[1] == "nid" else "x1", rule)
 
 
 def test_every_api_route_needs_credentials(app: Flask, http: FlaskClient) -> None:

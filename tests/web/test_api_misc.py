@@ -45,14 +45,43 @@ def test_usage_by_model_and_day(http: FlaskClient, viewer: dict[str, str], svc: 
     assert default["end"] == datetime.now(UTC).date().isoformat()
 
 
-@pytest.mark.parametrize(
-    "query",
-    ["start=2025-13-01", "start=2025-03-02&end=2025-03-01", "start=2020-01-01&end=2025-01-01"],
-)
-def test_usage_rejects_bad_ranges(http: FlaskClient, viewer: dict[str, str], query: str) -> None:
-    response = http.get(f"/api/v1/usage?{query}", headers=viewer)
+def test_usage_rejects_a_day_that_is_not_one(http: FlaskClient, viewer: dict[str, str]) -> None:
+    response = http.get("/api/v1/usage?start=2025-13-01", headers=viewer)
     assert response.status_code == 400
     assert response.json["error"]["code"] == "bad_parameter"
+
+
+@pytest.mark.parametrize(
+    ("query", "first", "last"),
+    [
+        ("start=2025-03-02&end=2025-03-01", None, None),  # end before start
+        ("start=0001-01-01&end=0001-01-02", None, None),  # before any usage
+        ("start=1999-12-30&end=2000-01-02", "2000-01-01", "2000-01-02"),
+        ("start=9999-12-30&end=9999-12-31", None, None),  # after today
+        ("end=3882-05-27", None, None),
+        ("start=2020-01-01&end=2025-01-01", "2024-01-02", "2025-01-01"),  # its last 366 days
+        ("start=2024-01-01&end=2024-12-31", "2024-01-01", "2024-12-31"),
+    ],
+)
+def test_usage_of_any_range_reads_the_days_that_can_hold_usage(
+    http: FlaskClient, viewer: dict[str, str], query: str, first: str | None, last: str | None
+) -> None:
+    """Schema-valid dates are never refused: the answer lists the days it read."""
+    response = http.get(f"/api/v1/usage?{query}", headers=viewer)
+    assert response.status_code == 200, response.text
+    days = [day["day"] for day in response.json["days"]]
+    assert (days[0], days[-1]) == (first, last) if first else days == []
+    assert len(days) <= 366
+    asked = dict(part.split("=") for part in query.split("&"))
+    assert response.json["end"] == asked["end"]
+
+
+def test_usage_up_to_a_future_day_stops_today(http: FlaskClient, viewer: dict[str, str]) -> None:
+    today = datetime.now(UTC).date()
+    start = (today - timedelta(days=2)).isoformat()
+    body = http.get(f"/api/v1/usage?start={start}&end=9999-12-31", headers=viewer).json
+    assert [day["day"] for day in body["days"]][-1] == today.isoformat()
+    assert (body["start"], body["end"], len(body["days"])) == (start, "9999-12-31", 3)
 
 
 def test_openapi_lists_every_route(app: Flask, http: FlaskClient, viewer: dict[str, str]) -> None:

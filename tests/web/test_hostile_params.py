@@ -53,7 +53,8 @@ def test_integer_parameters_are_plain_bounded_integers(
 
 
 @pytest.mark.parametrize(
-    "raw", [*[n for n in NOT_NUMBERS if n and n.strip() == n], "-1", "1e300", "9" * 400]
+    "raw",
+    [*[n for n in NOT_NUMBERS if n and n.strip() == n and n != "1e3"], "-1", "1e300", "9" * 400],
 )
 def test_min_age_is_a_finite_bounded_number(
     http: FlaskClient, viewer: dict[str, str], raw: str
@@ -64,26 +65,23 @@ def test_min_age_is_a_finite_bounded_number(
 
 def test_good_numbers_still_pass(http: FlaskClient, viewer: dict[str, str]) -> None:
     assert http.get("/api/v1/conversations?offset=0&limit=200", headers=viewer).status_code == 200
-    for age in ("0", "60", "2.5", "315360000"):
-        response = http.get(f"/api/v1/notifications?min_age_s={age}", headers=viewer)
+    for age in ("0", "60", "2.5", "315360000", "1e3", "1e-05", "2.5E+2"):  # JSON numbers
+        query = {"min_age_s": age}
+        response = http.get("/api/v1/notifications", query_string=query, headers=viewer)
         assert response.status_code == 200, age
 
 
 @pytest.mark.parametrize(
     ("query", "name"),
     [
-        ("start=0001-01-01&end=0001-01-02", "end"),  # both are bad; end is read first
-        ("start=0001-01-01&end=2000-01-02", "start"),
-        ("end=0001-01-05", "end"),
-        ("start=1999-12-31&end=2000-01-02", "start"),
-        ("start=9999-12-30&end=9999-12-31", "end"),
-        ("start=2024-01-01&end=2025-01-05", "start"),  # 371 days
-        ("start=2025-03-02&end=2025-03-01", "end"),
         ("start=2025-1-1", "start"),
         ("start=20250101", "start"),
+        ("end=2025-02-30", "end"),
+        ("end=0000-01-01", "end"),
+        ("end=\u0662\u0660\u0662\u0665-01-01", "end"),
     ],
 )
-def test_usage_dates_are_sane(
+def test_usage_dates_are_dates(
     http: FlaskClient, signed_in: FlaskClient, viewer: dict[str, str], query: str, name: str
 ) -> None:
     _bad_parameter(http.get(f"/api/v1/usage?{query}", headers=viewer), name)

@@ -118,7 +118,9 @@ def test_removing_a_rule(http: FlaskClient, operator: dict[str, str], svc: Servi
     assert removed.status_code == 200 and removed.json["before"] == "deny"
     assert svc.policies.load().rules == ()
     both = http.delete("/api/v1/policy/rules/calculator?label=x&batch_id=b", headers=operator)
-    assert both.status_code == 400
+    assert both.status_code == 404 and "both" in both.json["error"]["message"]
+    empty = http.delete("/api/v1/policy/rules/calculator?label=", headers=operator)
+    assert empty.status_code == 400  # not read as "no label": that would remove the global rule
 
 
 def test_chosen_ids_live_in_the_callers_namespace(

@@ -11,7 +11,14 @@ from shared.events import StatusEvent
 from shared.steps import UsageMetadata
 from webui.chart import usage_chart
 from webui.sse import event_frame, is_after, parse_stream_id
-from webui.usage_report import DayUsage, UsageReport, day_range, parse_day
+from webui.usage_report import (
+    EARLIEST_DAY,
+    MAX_DAYS,
+    DayUsage,
+    UsageReport,
+    covered_days,
+    parse_day,
+)
 
 
 def test_stream_ids_compare_as_numbers() -> None:
@@ -41,12 +48,18 @@ def test_parse_day_splits_on_the_last_colon() -> None:
     }
 
 
-def test_day_range_bounds() -> None:
-    assert day_range(date(2024, 2, 28), date(2024, 3, 1))[1] == date(2024, 2, 29)
-    with pytest.raises(InvalidInput):
-        day_range(date(2024, 1, 2), date(2024, 1, 1))
-    with pytest.raises(InvalidInput):
-        day_range(date(2020, 1, 1), date(2024, 1, 1))
+def test_covered_days() -> None:
+    today = date(2025, 6, 30)
+    assert covered_days(date(2024, 2, 28), date(2024, 3, 1), today=today)[1] == date(2024, 2, 29)
+    assert covered_days(date(2024, 1, 2), date(2024, 1, 1), today=today) == []  # end before start
+    long = covered_days(date(2020, 1, 1), date(2024, 1, 1), today=today)
+    assert len(long) == MAX_DAYS and long[-1] == date(2024, 1, 1)  # the last MAX_DAYS days
+    future = covered_days(date(2025, 6, 20), date(9999, 12, 31), today=today)
+    assert (future[0], future[-1]) == (date(2025, 6, 20), today)
+    assert covered_days(date(2026, 1, 1), date(2026, 2, 1), today=today) == []
+    past = covered_days(date.min, date(2000, 1, 3), today=today)
+    assert past == [EARLIEST_DAY, date(2000, 1, 2), date(2000, 1, 3)]
+    assert covered_days(date.min, date(1999, 12, 31), today=today) == []
 
 
 def test_chart_stacks_models_per_day() -> None:

@@ -6,23 +6,21 @@ from flask import Blueprint, Response
 
 from shared.users import Role
 from webui.api.models import AuditList
-from webui.api.operations import Param, operation
+from webui.api.operations import Param, integer, operation
 from webui.api.replies import reply
 from webui.audit import read_audit
 from webui.auth import requires
-from webui.params import int_param, stream_id_param
+from webui.params import STREAM_ID_PATTERN, stream_id_param
 from webui.services import services
 
 __all__ = ["BEFORE", "blueprint"]
 
 BEFORE = Param(
     "before",
-    {"type": "string", "pattern": r"^\d+-\d+$"},
+    {"type": "string", "pattern": STREAM_ID_PATTERN},
     "Only entries older than this id (`next_before` of the previous page).",
 )
-AUDIT_LIMIT = Param(
-    "limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Page size."
-)
+AUDIT_LIMIT = integer("limit", "Page size.", default=100, low=1, high=500)
 
 
 @requires(Role.VIEWER)
@@ -36,7 +34,7 @@ def audit() -> Response:
     page = read_audit(
         services().notifications,
         before=stream_id_param("before"),
-        limit=int_param("limit", 100, low=1, high=500),
+        limit=AUDIT_LIMIT.integer(),
     )
     return reply(page)
 

@@ -28,7 +28,7 @@ from webui.auth import Principal, current_principal, requires
 from webui.batch_input import batch_config, batch_lines
 from webui.errors import invalid_body
 from webui.gate import check_batch_owner, check_chosen_id, check_tool_options, is_operator
-from webui.params import int_param, json_body
+from webui.params import json_body
 from webui.services import Services, services
 from webui.unreadable import skip_unreadable
 
@@ -123,8 +123,8 @@ def create() -> Response:
 def list_() -> Response:
     page = batch_page(
         services(),
-        offset=int_param("offset", 0, low=0, high=10**9),
-        limit=int_param("limit", 50, low=1, high=200),
+        offset=OFFSET.integer(),
+        limit=LIMIT.integer(),
     )
     return reply(page)
 

@@ -22,7 +22,7 @@ from webui.auth import current_principal, requires
 from webui.errors import invalid_body
 from webui.gate import check_chosen_id, check_conversation_owner, check_tool_options, is_operator
 from webui.listing import list_conversations
-from webui.params import enum_param, int_param, json_body
+from webui.params import enum_param, json_body
 from webui.services import Services, services
 
 __all__ = ["blueprint", "detail"]
@@ -82,8 +82,8 @@ def create() -> Response:
 def list_() -> Response:
     page = list_conversations(
         services().store,
-        offset=int_param("offset", 0, low=0, high=10**9),
-        limit=int_param("limit", 50, low=1, high=200),
+        offset=OFFSET.integer(),
+        limit=LIMIT.integer(),
         status=enum_param("status", ConversationStatus),
     )
     return reply(

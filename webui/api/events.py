@@ -7,15 +7,18 @@ from flask import Blueprint, Response
 from shared.users import Role
 from webui.api.operations import Param, operation
 from webui.auth import requires
-from webui.params import last_event_id
+from webui.params import STREAM_ID, STREAM_ID_PATTERN, last_event_id
 from webui.services import services
 from webui.streams import conversation_stream, global_stream, sse_response
 
 __all__ = ["blueprint"]
 
-_ID = {"type": "string", "pattern": r"^\d+-\d+$"}
+_ID = {"type": "string", "pattern": STREAM_ID_PATTERN}
 LAST_EVENT_ID_HEADER = Param(
-    "Last-Event-ID", _ID, "Replay the events after this one, then follow.", located="header"
+    "Last-Event-ID",
+    {"type": "string", "pattern": f"^(?:{STREAM_ID})?$"},
+    "Replay the events after this one, then follow (empty, as EventSource's reset id: none).",
+    located="header",
 )
 LAST_EVENT_ID_QUERY = Param(
     "last_event_id", _ID, "Like the Last-Event-ID header, which wins when both are sent."

@@ -6,17 +6,14 @@ from flask import Blueprint, Response
 
 from shared.users import Role
 from webui.api.models import HistoryResponse
-from webui.api.operations import OFFSET, Param, operation
+from webui.api.operations import OFFSET, integer, operation
 from webui.api.replies import reply
 from webui.auth import requires
-from webui.params import int_param
 from webui.services import services
 
 __all__ = ["blueprint"]
 
-HISTORY_LIMIT = Param(
-    "limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}, "Page size."
-)
+HISTORY_LIMIT = integer("limit", "Page size.", default=100, low=1, high=1000)
 
 
 @requires(Role.VIEWER)
@@ -29,8 +26,7 @@ HISTORY_LIMIT = Param(
 def history(cid: str) -> Response:
     svc = services()
     svc.store.get(cid)  # 404 for an unknown conversation, not an empty page
-    offset = int_param("offset", 0, low=0, high=10**9)
-    limit = int_param("limit", 100, low=1, high=1000)
+    offset, limit = OFFSET.integer(), HISTORY_LIMIT.integer()
     page = svc.history(cid).page(offset, limit)
     return reply(
         HistoryResponse(

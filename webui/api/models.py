@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from shared.approvals import Allow, Deny, NotificationStatus, ResolutionKind
 from shared.batches import BatchConfig, BatchInfo, BatchState, BatchStatus
@@ -25,10 +25,20 @@ from shared.conversations import ConversationRecord
 from shared.events import ChatResponse, ConversationStatus, TurnStatus
 from shared.keys import ID_PATTERN
 from shared.policy import TOOL_NAME_PATTERN
+from shared.schema import (
+    MAX_PATTERN_CHARS,
+    MAX_SCHEMA_BYTES,
+    MAX_SCHEMA_DEPTH,
+    MAX_SCHEMA_EXPANSION,
+    MAX_SCHEMA_PATTERNS,
+)
 from shared.settings import DoubleTextPolicy
 from shared.steps import Step, UsageMetadata
+from webui.api.patterns import NOT_SPACE
+from webui.bulk import BULK_LIMIT
 
 __all__ = [
+    "INTEGRAL",
     "MAX_BATCH_ITEMS",
     "AuditEntry",
     "AuditList",
@@ -39,6 +49,7 @@ __all__ = [
     "BatchResult",
     "BatchSubmitted",
     "BatchSummary",
+    "BulkAllow",
     "BulkFilter",
     "BulkResolveBody",
     "BulkResolveResult",
@@ -46,14 +57,16 @@ __all__ = [
     "ConversationList",
     "ConversationOptions",
     "ConversationSummary",
+    "DenyBody",
     "ErrorBody",
     "ErrorResponse",
     "HistoryResponse",
+    "Integer",
     "InvalidItem",
     "NewBatch",
     "NewConversation",
     "PromptAccepted",
-    "PromptBody",
+    "RequestBody",
     "TurnView",
     "Usage",
     "UsageDayView",
@@ -62,11 +75,41 @@ __all__ = [
 ]
 
 
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _integral(value: Any) -> Any:
+    """5.0 for 5: JSON Schema counts it an integer, and strict mode alone would refuse it."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-class ConversationOptions(_Request):
+# Integers of request bodies: 5 or 5.0, never true or "5". An optional one keeps its bounds
+# inside, before the validator: outside, the schema would show them as pydantic names them.
+INTEGRAL = BeforeValidator(_integral)
+Integer = Annotated[int, INTEGRAL]
+_HistorySize = Annotated[int, Field(ge=0, le=MAX_HISTORY_SIZE), INTEGRAL]
+_ModelCalls = Annotated[int, Field(gt=0, le=MAX_MODEL_CALLS), INTEGRAL]
+_ToolCalls = Annotated[int, Field(ge=0, le=MAX_TOOL_CALLS), INTEGRAL]
+_TokenBudget = Annotated[int, Field(ge=0, le=10**9), INTEGRAL]
+_ApprovalTimeout = Annotated[int, Field(gt=0, le=MAX_APPROVAL_TIMEOUT_S), INTEGRAL]
+
+
+# What `shared.schema.check_schema` refuses (422), which no JSON Schema can say of a schema.
+RESPONSE_SCHEMA = (
+    "A JSON Schema (draft 2020-12) the answer must satisfy. Refused unless it is one, and "
+    f"within these bounds: at most {MAX_SCHEMA_BYTES:,} bytes as compact JSON, "
+    f"{MAX_SCHEMA_DEPTH} levels of objects and arrays, {MAX_SCHEMA_PATTERNS} patterns "
+    f"(`pattern`, `patternProperties`) of at most {MAX_PATTERN_CHARS:,} characters each in "
+    "re2 syntax (no backreferences, no lookaround), `$ref` to places inside it only, "
+    "`$schema` (2020-12's) and `$id` at its top only, no `$dynamicRef` or `$dynamicAnchor`, "
+    f"at most {MAX_SCHEMA_EXPANSION:,} objects and arrays once each `$ref` is replaced."
+)
+
+
+class RequestBody(BaseModel):
+    """A request body read as its schema says: no unknown fields, no true for 1, no "5" for 5."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ConversationOptions(RequestBody):
     """How a new conversation runs; each omitted option defaults from settings.
 
     Below the operator role, `tools` may only tighten the operator's tool policy, and
@@ -75,8 +118,12 @@ class ConversationOptions(_Request):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    provider: str | None = Field(None, min_length=1, max_length=100)
-    model: str | None = Field(None, min_length=1, max_length=200)
+    provider: str | None = Field(
+        None, min_length=1, max_length=100, json_schema_extra={"pattern": NOT_SPACE}
+    )
+    model: str | None = Field(
+        None, min_length=1, max_length=200, json_schema_extra={"pattern": NOT_SPACE}
+    )
     system_prompt: str = Field("", max_length=200_000)
     tools: dict[Annotated[str, Field(pattern=TOOL_NAME_PATTERN)], ToolPolicy] | None = Field(
         None, max_length=256
@@ -86,17 +133,17 @@ class ConversationOptions(_Request):
         None, max_length=MAX_LABELS, description="Operator only: tool policy rules match labels."
     )
     tool_selection: ToolSelection = ToolSelection.AUTO
-    max_history_size: int | None = Field(None, ge=0, le=MAX_HISTORY_SIZE)
-    response_schema: dict[str, Any] | None = None
+    max_history_size: _HistorySize | None = None
+    response_schema: dict[str, Any] | None = Field(None, description=RESPONSE_SCHEMA)
     double_text_policy: DoubleTextPolicy | None = None
-    max_model_calls: int | None = Field(None, gt=0, le=MAX_MODEL_CALLS)
-    max_tool_calls: int | None = Field(None, ge=0, le=MAX_TOOL_CALLS)
+    max_model_calls: _ModelCalls | None = None
+    max_tool_calls: _ToolCalls | None = None
     timeout_s: float | None = Field(None, gt=0, le=MAX_TURN_TIMEOUT_S)
     metadata: (
         dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=2000)]] | None
     ) = Field(None, max_length=64)
-    compaction_token_budget: int | None = Field(None, ge=0, le=10**9)
-    approval_timeout_s: int | None = Field(None, gt=0, le=MAX_APPROVAL_TIMEOUT_S)
+    compaction_token_budget: _TokenBudget | None = None
+    approval_timeout_s: _ApprovalTimeout | None = None
 
 
 class NewConversation(ConversationOptions):
@@ -107,22 +154,6 @@ class NewConversation(ConversationOptions):
         pattern=f"^{ID_PATTERN}$",
         description="Below the operator role, it must start with the caller's name and a dot.",
     )
-
-
-class PromptBody(_Request):
-    """A prompt: `text` (``/name args`` is a slash command) or `content` with parts."""
-
-    text: str | None = None
-    content: Content | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> PromptBody:
-        if (self.text is None) == (self.content is None):
-            raise ValueError("send exactly one of 'text' and 'content'")
-        return self
-
-    def prompt(self) -> str | Content:
-        return self.text if self.text is not None else self.content  # type: ignore[return-value]
 
 
 class ErrorBody(BaseModel):
@@ -241,10 +272,10 @@ class UsageDayView(BaseModel):
 
 
 class UsageResponse(BaseModel):
-    start: str
-    end: str
-    days: list[UsageDayView]
-    totals: dict[str, UsageMetadata]
+    start: str = Field(description="As asked, or the default.")
+    end: str = Field(description="As asked, or the default.")
+    days: list[UsageDayView] = Field(description="Each day read, in order (see the operation).")
+    totals: dict[str, UsageMetadata] = Field(description="Over `days`, by model.")
 
 
 # Batches
@@ -252,14 +283,14 @@ class UsageResponse(BaseModel):
 MAX_BATCH_ITEMS = 10_000
 
 
-class BatchConfigBody(_Request):
+class BatchConfigBody(RequestBody):
     """What every prompt of a batch shares: conversation options and a concurrency cap."""
 
     conversation: ConversationOptions = Field(default_factory=ConversationOptions)
-    max_concurrency: int = Field(16, gt=0, le=10_000)
+    max_concurrency: Integer = Field(16, gt=0, le=10_000)
 
 
-class NewBatch(_Request):
+class NewBatch(RequestBody):
     """A batch: one configuration, many prompts, each run as its own conversation."""
 
     batch_id: str | None = Field(
@@ -361,7 +392,7 @@ class BatchResult(BaseModel):
 # Bulk approvals
 
 
-class BulkFilter(_Request):
+class BulkFilter(RequestBody):
     """Which pending notifications: each facet optional; all set facets must match."""
 
     tool: str | None = None
@@ -375,14 +406,35 @@ class BulkFilter(_Request):
     )
 
 
-class BulkResolveBody(_Request):
+class DenyBody(Deny):
+    """Deny, with a reason that is not only whitespace."""
+
+    reason: str = Field(json_schema_extra={"pattern": NOT_SPACE})
+
+
+class BulkAllow(Allow):
+    """Allow every call: their arguments as they are (edit them one call at a time)."""
+
+    arguments: None = None
+
+
+class BulkResolveBody(RequestBody):
     filter: BulkFilter = Field(default_factory=BulkFilter)
-    resolution: Annotated[Allow | Deny, Field(discriminator="kind")]
-    expected_count: int = Field(
+    resolution: Annotated[BulkAllow | DenyBody, Field(discriminator="kind")]
+    expected_count: Integer = Field(
         ge=0,
+        le=BULK_LIMIT,
         description="How many the caller expects to resolve (e.g. `pending_count` of "
-        "GET /notifications with the same filter); a different count now answers 409.",
+        "GET /notifications with the same filter); a different count now answers 409. "
+        f"One action resolves at most {BULK_LIMIT:,}.",
     )
+
+    def decision(self) -> Allow | Deny:
+        """The resolution as the stores take it."""
+        chosen = self.resolution
+        if isinstance(chosen, DenyBody):
+            return Deny(reason=chosen.reason)
+        return Allow(sticky=chosen.sticky)
 
 
 class BulkResolveResult(BaseModel):

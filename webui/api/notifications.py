@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from flask import Blueprint, Response, request
 from pydantic import BaseModel, Field, RootModel
 
-from shared.approvals import Notification, Resolution
+from shared.approvals import Allow, Deny, Notification, Resolution, Submit
 from shared.users import Role
-from webui.api.models import BulkResolveBody, BulkResolveResult
+from webui.api.models import BulkResolveBody, BulkResolveResult, DenyBody
 from webui.api.operations import LIMIT, OFFSET, Param, operation
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.bulk import BulkScope, apply
-from webui.inbox import InboxFilter
-from webui.params import int_param, json_body
+from webui.inbox import MAX_AGE_S, InboxFilter
+from webui.params import json_body
 from webui.services import services
 
 __all__ = ["FILTERS", "NotificationList", "ResolutionBody", "blueprint"]
@@ -23,7 +25,11 @@ FILTERS = (
     Param("tool", _TEXT, "Only calls of this tool."),
     Param("batch_id", _TEXT, "Only this batch's notifications (`batch` also works)."),
     Param("conversation_id", _TEXT, "Only this conversation's notifications."),
-    Param("min_age_s", {"type": "number", "minimum": 0}, "Only those waiting this long or more."),
+    Param(
+        "min_age_s",
+        {"type": "number", "minimum": 0, "maximum": MAX_AGE_S},
+        "Only those waiting this long or more.",
+    ),
 )
 
 
@@ -34,8 +40,13 @@ class NotificationList(BaseModel):
     limit: int
 
 
-class ResolutionBody(RootModel[Resolution]):
+class ResolutionBody(RootModel[Annotated[Allow | DenyBody | Submit, Field(discriminator="kind")]]):
     """Allow (optionally with edited arguments), Deny with a reason, or Submit content."""
+
+    def decision(self) -> Resolution:
+        """The resolution as the stores take it."""
+        chosen = self.root
+        return Deny(reason=chosen.reason) if isinstance(chosen, DenyBody) else chosen
 
 
 @requires(Role.VIEWER)
@@ -47,8 +58,7 @@ class ResolutionBody(RootModel[Resolution]):
 )
 def pending() -> Response:
     store, inbox = services().notifications, InboxFilter.of(request.args)
-    offset = int_param("offset", 0, low=0, high=10**9)
-    limit = int_param("limit", 50, low=1, high=200)
+    offset, limit = OFFSET.integer(), LIMIT.integer()
     return reply(
         NotificationList(
             items=inbox.page(store, offset=offset, limit=limit),
@@ -73,7 +83,7 @@ def get(nid: str) -> Response:
     errors=(400, 404, 409, 422),
 )
 def resolve(nid: str) -> Response:
-    decision = json_body(ResolutionBody).root
+    decision = json_body(ResolutionBody).decision()
     actor = current_principal().name
     return reply(services().notifications.resolve(nid, decision, actor=actor))
 
@@ -92,7 +102,7 @@ def bulk_resolve() -> Response:
     outcome = apply(
         services().notifications,
         scope,
-        body.resolution,
+        body.decision(),
         expected=body.expected_count,
         actor=current_principal().name,
     )
@@ -103,6 +113,6 @@ def blueprint() -> Blueprint:
     bp = Blueprint("notifications", __name__)
     bp.add_url_rule("/notifications", view_func=pending)
     bp.add_url_rule("/notifications/bulk-resolve", view_func=bulk_resolve, methods=["POST"])
-    bp.add_url_rule("/notifications/<id:nid>", view_func=get)
-    bp.add_url_rule("/notifications/<id:nid>/resolve", view_func=resolve, methods=["POST"])
+    bp.add_url_rule("/notifications/<nid:nid>", view_func=get)
+    bp.add_url_rule("/notifications/<nid:nid>/resolve", view_func=resolve, methods=["POST"])
     return bp

@@ -12,22 +12,41 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, jsonify
 from pydantic import BaseModel
-from pydantic.json_schema import JsonSchemaMode, models_json_schema
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json_schema
+from pydantic_core import core_schema
 
-from shared.keys import ID_PATTERN
+from shared.settings import Settings
 from shared.users import Role
+from webui.api import prompt_body
 from webui.api.models import ErrorResponse
-from webui.api.operations import Operation, operation, operation_of
+from webui.api.operations import Operation, Param, operation, operation_of
 from webui.auth import required_role, requires
+from webui.converters import CONVERTERS
+from webui.services import EXTENSION
 
 __all__ = ["PREFIX", "blueprint", "build_document"]
 
 PREFIX = "/api/v1"
 _REF = "#/components/schemas/{model}"
 _PATH_ARG = re.compile(r"<(?:([^:<>]+):)?([^<>]+)>")
-# A path argument's schema by its converter: `id` takes what `shared.keys.check_id` takes.
-_CONVERTED = {"id": {"type": "string", "pattern": f"^{ID_PATTERN}$"}}
+# A path argument's schema by its converter (werkzeug's default takes any text without "/").
+_CONVERTED = {name: converter.schema for name, converter in CONVERTERS.items()}
 _STRING = {"type": "string"}
+# One event of a text/event-stream answer (as OpenAPI 3.2 reads its schema: each event).
+_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "id": {"type": "string", "description": "The Redis stream id: send it as Last-Event-ID"},
+        "event": {"type": "string", "description": "The event's kind"},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "description": "The event, as JSON",
+        },
+        "retry": {"type": "integer", "minimum": 0},
+    },
+}
 _ERRORS = {
     400: "Malformed JSON or a bad parameter",
     401: "No or invalid credentials",
@@ -37,16 +56,6 @@ _ERRORS = {
     413: "The prompt or the request body is too large",
     422: "The body is valid JSON but not a valid request",
     503: "Redis is unreachable",
-}
-_MULTIPART = {
-    "type": "object",
-    "properties": {
-        "text": {"type": "string"},
-        "media": {
-            "type": "array",
-            "items": {"type": "string", "contentMediaType": "application/octet-stream"},
-        },
-    },
 }
 
 
@@ -73,6 +82,31 @@ def _operations(app: Flask) -> list[tuple[str, str, PathArgs, Operation, Role | 
     return found
 
 
+class _ExactSchema(GenerateJsonSchema):
+    """Schemas that say what pydantic rejects, not only what it reads."""
+
+    def dict_schema(self, schema: core_schema.DictSchema) -> dict[str, Any]:
+        # Keys with a pattern: a key that does not match is an error, not an extra.
+        found = super().dict_schema(schema)
+        if "patternProperties" in found:
+            found.setdefault("additionalProperties", False)
+        return found
+
+
+def _require_tags(node: Any, defs: dict[str, Any]) -> None:
+    """A discriminated union needs its tag in every member, even one with a default."""
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    for child in children:
+        _require_tags(child, defs)
+    if not isinstance(node, dict) or "discriminator" not in node:
+        return
+    tag = node["discriminator"]["propertyName"]
+    for ref in node["discriminator"].get("mapping", {}).values():
+        required = defs[ref.rsplit("/", 1)[-1]].setdefault("required", [])
+        if tag not in required:
+            required.insert(0, tag)
+
+
 def _schemas(ops: list[Operation]) -> tuple[dict[Any, Any], dict[str, Any]]:
     """JSON schemas of every body, keyed by (model, mode), and their shared definitions."""
     wanted: set[tuple[type[BaseModel], JsonSchemaMode]] = {(ErrorResponse, "serialization")}
@@ -82,55 +116,72 @@ def _schemas(ops: list[Operation]) -> tuple[dict[Any, Any], dict[str, Any]]:
         if op.response is not None:
             wanted.add((op.response, "serialization"))
     ordered = sorted(wanted, key=lambda pair: (pair[0].__name__, pair[1]))
-    refs, defs = models_json_schema(ordered, ref_template=_REF)
-    return dict(refs), defs.get("$defs", {})
+    refs, defs = models_json_schema(ordered, ref_template=_REF, schema_generator=_ExactSchema)
+    found = defs.get("$defs", {})
+    _require_tags(found, found)
+    return dict(refs), found
 
 
-def _request_body(op: Operation, refs: dict[Any, Any]) -> dict[str, Any]:
+def _request_body(op: Operation, refs: dict[Any, Any], settings: Settings) -> dict[str, Any]:
     content: dict[str, Any] = {"application/json": {"schema": refs[(op.request, "validation")]}}
     if op.multipart:
-        content["multipart/form-data"] = {"schema": _MULTIPART}
+        content["multipart/form-data"] = prompt_body.multipart(settings)
     return {"required": True, "content": content}
+
+
+def _apply_limits(defs: dict[str, Any], settings: Settings) -> None:
+    """The keywords settings decide (prompt sizes, media types), into the schemas they belong to."""
+    for name, properties in prompt_body.limits(settings).items():
+        if name in defs:
+            for prop, keywords in properties.items():
+                defs[name]["properties"][prop].update(keywords)
 
 
 def _responses(op: Operation, refs: dict[Any, Any], role: Role | None) -> dict[str, Any]:
     if op.stream:
         ok: dict[str, Any] = {
             "description": "An SSE stream: id = Redis stream id, event = kind, data = event JSON",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": _EVENT}},
         }
     else:
         schema = {"type": "object"} if op.response is None else refs[(op.response, "serialization")]
         ok = {"description": op.summary, "content": {op.media_type: {"schema": schema}}}
     responses: dict[str, Any] = {str(op.status): ok}
     error = {"application/json": {"schema": refs[(ErrorResponse, "serialization")]}}
-    for status in sorted({*op.errors, *((401, 403) if role is not None else ())}):
+    implied = {*((401, 403) if role is not None else ()), *((400,) if op.params else ())}
+    for status in sorted({*op.errors, *implied}):
         responses[str(status)] = {"description": _ERRORS.get(status, "Error"), "content": error}
     return responses
 
 
+def _parameter(param: Param) -> dict[str, Any]:
+    found = {
+        "name": param.name,
+        "in": param.located,
+        "required": False,
+        "schema": param.schema,
+        "description": param.description,
+    }
+    if param.located == "query" and param.allow_empty:
+        found["allowEmptyValue"] = True
+    return found
+
+
 def _operation_object(
-    op: Operation, arguments: PathArgs, role: Role | None, refs: dict[Any, Any]
+    op: Operation, arguments: PathArgs, role: Role | None, refs: dict[Any, Any], settings: Settings
 ) -> dict[str, Any]:
     params = [
         {"name": name, "in": "path", "required": True, "schema": schema}
         for name, schema in arguments.items()
     ]
-    params += [
-        {
-            "name": p.name,
-            "in": p.located,
-            "required": False,
-            "schema": p.schema,
-            "description": p.description,
-        }
-        for p in op.params
-    ]
+    params += [_parameter(p) for p in op.params]
     body: dict[str, Any] = {"summary": op.summary, "responses": _responses(op, refs, role)}
+    if op.description:
+        body["description"] = op.description
     if params:
         body["parameters"] = params
     if op.request is not None:
-        body["requestBody"] = _request_body(op, refs)
+        body["requestBody"] = _request_body(op, refs, settings)
     if role is not None:
         body["security"] = [{"bearer": []}, {"session": []}]
         body["x-required-role"] = role.value
@@ -138,11 +189,14 @@ def _operation_object(
 
 
 def build_document(app: Flask) -> dict[str, Any]:
+    settings: Settings = app.extensions[EXTENSION].settings
     found = _operations(app)
     refs, defs = _schemas([op for *_, op, _ in found])
+    _apply_limits(defs, settings)
     paths: dict[str, dict[str, Any]] = {}
     for path, method, arguments, op, role in found:
-        paths.setdefault(path, {})[method] = _operation_object(op, arguments, role, refs)
+        operation_object = _operation_object(op, arguments, role, refs, settings)
+        paths.setdefault(path, {})[method] = operation_object
     return {
         "openapi": "3.1.0",
         "info": {"title": "Signoff API", "version": "1"},

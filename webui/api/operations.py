@@ -8,19 +8,30 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ["Operation", "Param", "operation", "operation_of"]
+from webui.params import MAX_OFFSET, int_param
+
+__all__ = ["LIMIT", "OFFSET", "Operation", "Param", "integer", "operation", "operation_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
 class Param:
-    """A query or header parameter."""
+    """A query or header parameter; the view reads it as the schema declares it."""
 
     name: str
     schema: dict[str, Any]
     description: str
     located: str = "query"
+    # ``?name=`` reads as unset (HTML forms send empty fields): `allowEmptyValue` in the document.
+    allow_empty: bool = True
+
+    def integer(self) -> int:
+        """This integer's value, within the bounds the document declares (400 outside them)."""
+        schema = self.schema
+        return int_param(
+            self.name, schema["default"], low=schema["minimum"], high=schema["maximum"]
+        )
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,7 @@ class Operation:
     media_type: str = "application/json"  # of the answer (for NDJSON, `response` is one line)
     errors: tuple[int, ...] = ()
     params: tuple[Param, ...] = field(default_factory=tuple)
+    description: str = ""  # more than the summary: rules a reader needs
 
 
 def operation(summary: str, **details: Any) -> Callable[[F], F]:
@@ -51,7 +63,11 @@ def operation_of(view: Callable[..., Any]) -> Operation | None:
     return found
 
 
-OFFSET = Param("offset", {"type": "integer", "minimum": 0, "default": 0}, "Items to skip.")
-LIMIT = Param(
-    "limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "Page size."
-)
+def integer(name: str, description: str, *, default: int, low: int, high: int) -> Param:
+    """An integer query parameter from `low` to `high`; `Param.integer` reads it."""
+    schema = {"type": "integer", "minimum": low, "maximum": high, "default": default}
+    return Param(name, schema, description)
+
+
+OFFSET = integer("offset", "Items to skip.", default=0, low=0, high=MAX_OFFSET)
+LIMIT = integer("limit", "Page size.", default=50, low=1, high=200)

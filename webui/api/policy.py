@@ -9,34 +9,41 @@ from flask import Blueprint, Response, request
 from pydantic import BaseModel, Field
 
 from shared.config import LABEL_PATTERN, ToolPolicy
+from shared.errors import NotFound
 from shared.keys import ID_PATTERN
 from shared.policy import (
     ALWAYS_ASK,
-    TOOL_NAME_PATTERN,
     OperatorPolicy,
     PolicyChange,
     PolicyRule,
     ToolInfo,
 )
 from shared.users import Role
-from webui.api.operations import Param, operation
+from webui.api.operations import Param, integer, operation
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.errors import HttpProblem
-from webui.params import int_param, json_body
+from webui.params import json_body
 from webui.services import services
 
 __all__ = ["PolicyLog", "PolicyView", "ToolRow", "blueprint", "policy_view"]
 
 log = logging.getLogger(__name__)
 
+# An empty scope is refused, not read as "no scope": it would remove the global rule.
 BATCH = Param(
-    "batch_id", {"type": "string", "pattern": f"^{ID_PATTERN}$"}, "The rule's batch, if scoped."
+    "batch_id",
+    {"type": "string", "pattern": f"^{ID_PATTERN}$"},
+    "The rule's batch, if scoped (not with `label`: no rule has both, so that is a 404).",
+    allow_empty=False,
 )
-LABEL = Param("label", {"type": "string", "pattern": LABEL_PATTERN}, "The rule's label, if scoped.")
-LOG_LIMIT = Param(
-    "limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Entries."
+LABEL = Param(
+    "label",
+    {"type": "string", "pattern": LABEL_PATTERN},
+    "The rule's label, if scoped.",
+    allow_empty=False,
 )
+LOG_LIMIT = integer("limit", "Entries.", default=100, low=1, high=500)
 
 
 class ToolRow(BaseModel):
@@ -111,12 +118,10 @@ def _optional(name: str, pattern: str) -> str | None:
     errors=(400, 403, 404),
 )
 def remove_rule(tool: str) -> Response:
-    if not re.fullmatch(TOOL_NAME_PATTERN.strip("^$"), tool):
-        raise HttpProblem(404, "not_found", f"there is no tool named {tool!r}")
     batch_id = _optional("batch_id", ID_PATTERN)
     label = _optional("label", LABEL_PATTERN)
     if batch_id is not None and label is not None:
-        raise HttpProblem(400, "bad_request", "give batch_id or label, not both")
+        raise NotFound("no rule is scoped by both a batch and a label: give batch_id or label")
     actor = current_principal().name
     change = services().policies.remove(tool, batch_id=batch_id, label=label, actor=actor)
     log.info("%s removed tool policy %s in %s", actor, tool, change.scope)
@@ -126,14 +131,13 @@ def remove_rule(tool: str) -> Response:
 @requires(Role.VIEWER)
 @operation("Who changed the tool policy, when, and how", response=PolicyLog, params=(LOG_LIMIT,))
 def changes() -> Response:
-    limit = int_param("limit", 100, low=1, high=500)
-    return reply(PolicyLog(items=services().policies.changes(limit=limit)))
+    return reply(PolicyLog(items=services().policies.changes(limit=LOG_LIMIT.integer())))
 
 
 def blueprint() -> Blueprint:
     bp = Blueprint("policy", __name__)
     bp.add_url_rule("/policy", view_func=show, methods=["GET"])
     bp.add_url_rule("/policy/rules", view_func=set_rule, methods=["PUT"])
-    bp.add_url_rule("/policy/rules/<id:tool>", view_func=remove_rule, methods=["DELETE"])
+    bp.add_url_rule("/policy/rules/<tool:tool>", view_func=remove_rule, methods=["DELETE"])
     bp.add_url_rule("/policy/log", view_func=changes, methods=["GET"])
     return bp

@@ -9,8 +9,9 @@ from shared.content import Content, ContentPart, Media, as_content
 from shared.errors import CorruptRecord
 from shared.events import ChatResponse, TurnStatus
 from shared.users import Role
-from webui.api.models import PromptAccepted, PromptBody, TurnView
+from webui.api.models import PromptAccepted, TurnView
 from webui.api.operations import operation
+from webui.api.prompt_body import PromptBody
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.gate import check_conversation_owner

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
 
-from shared.users import MAX_TOKEN_LIFETIME_S, ApiToken, Role
+from flask import Blueprint, Response
+from pydantic import BaseModel, Field
+
+from shared.users import MAX_TOKEN_LIFETIME_S, MAX_TOKEN_NAME, TOKEN_NAME_PATTERN, ApiToken, Role
+from webui.api.models import INTEGRAL, RequestBody
 from webui.api.operations import operation
 from webui.api.replies import reply
 from webui.auth import actor, requires
@@ -14,16 +17,22 @@ from webui.services import services
 
 __all__ = ["NewToken", "TokenCreated", "TokenList", "TokenView", "blueprint"]
 
+_Lifetime = Annotated[int, Field(gt=0, le=MAX_TOKEN_LIFETIME_S), INTEGRAL]
 
-class NewToken(BaseModel):
+
+class NewToken(RequestBody):
     """A token to create."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=100, description="What or who the token is for.")
+    name: str = Field(
+        min_length=1,
+        max_length=MAX_TOKEN_NAME,
+        description="What or who the token is for: not only whitespace, and no control or "
+        "invisible formatting characters.",
+        json_schema_extra={"pattern": TOKEN_NAME_PATTERN},
+    )
     role: Role = Field(Role.VIEWER, description="viewer reads; submitter also sends prompts.")
-    expires_in_s: int | None = Field(
-        None, gt=0, le=MAX_TOKEN_LIFETIME_S, description="Seconds until it expires; null: never."
+    expires_in_s: _Lifetime | None = Field(
+        None, description="Seconds until it expires; null: never."
     )
 
 

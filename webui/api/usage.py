@@ -13,7 +13,7 @@ from webui.api.replies import reply
 from webui.auth import requires
 from webui.params import day_range_params
 from webui.services import services
-from webui.usage_report import read_usage_report
+from webui.usage_report import EARLIEST_DAY, MAX_DAYS, read_usage_report
 
 __all__ = ["DEFAULT_DAYS", "blueprint"]
 
@@ -21,6 +21,11 @@ DEFAULT_DAYS = 14
 _DATE = {"type": "string", "format": "date"}
 START = Param("start", _DATE, f"First UTC day; default {DEFAULT_DAYS - 1} days before end.")
 END = Param("end", _DATE, "Last UTC day, inclusive; default today.")
+RANGE = (
+    f"Any two days are a range. The answer reads the days from start to end that can hold "
+    f"usage, {EARLIEST_DAY} to today, and of those the last {MAX_DAYS}; `days` lists them. "
+    "A range with none of them (end before start, say) has no days."
+)
 
 
 def _iso(day: date) -> str:
@@ -29,7 +34,11 @@ def _iso(day: date) -> str:
 
 @requires(Role.VIEWER)
 @operation(
-    "Token usage by model and UTC day", response=UsageResponse, params=(START, END), errors=(400,)
+    "Token usage by model and UTC day",
+    description=RANGE,
+    response=UsageResponse,
+    params=(START, END),
+    errors=(400,),
 )
 def usage() -> Response:
     svc = services()

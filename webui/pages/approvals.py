@@ -94,6 +94,6 @@ def resolve(nid: str) -> ResponseReturnValue:
 def blueprint() -> Blueprint:
     bp = Blueprint("approvals", __name__)
     bp.add_url_rule("/approvals", view_func=inbox)
-    bp.add_url_rule("/approvals/<id:nid>", view_func=detail)
-    bp.add_url_rule("/approvals/<id:nid>/resolve", view_func=resolve, methods=["POST"])
+    bp.add_url_rule("/approvals/<nid:nid>", view_func=detail)
+    bp.add_url_rule("/approvals/<nid:nid>/resolve", view_func=resolve, methods=["POST"])
     return bp
