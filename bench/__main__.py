@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["history", "throughput", "streaming", "approvals", "batch", "web"]
+BENCHMARKS = ["history", "throughput", "streaming", "approvals", "batch", "web", "fsync"]
 
 
 def main(names: list[str]) -> None:

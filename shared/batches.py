@@ -20,12 +20,12 @@ from typing import Any
 import redis
 from pydantic import BaseModel, Field, ValidationError
 
+from shared.batch_scripts import CREATE, REGISTER, TRANSITION
 from shared.config import ConversationConfig
 from shared.content import Content
 from shared.conversations import ConversationStore, OnCorrupt, new_id
 from shared.errors import Conflict, CorruptRecord, NotFound, SignoffError
 from shared.keys import KeySpace, check_id
-from shared.lua import LuaScript
 from shared.redis_client import storage_errors
 from shared.settings import Settings
 from shared.steps import USAGE_FIELDS, UsageMetadata
@@ -128,49 +128,6 @@ class BatchInfo:
         return sum(self.counts[state] for state in _TERMINAL)
 
 
-# KEYS: meta, states, queue   ARGV: conversation id, new state, then five usage counts or none
-# Returns the conversation ids dispatched because a running item left, for `advance`.
-_TRANSITION = LuaScript(
-    """
-local terminal = {done = true, failed = true, cancelled = true, invalid = true}
-local old = redis.call('HGET', KEYS[2], ARGV[1])
-local new = ARGV[2]
-if old and old ~= new and not terminal[old] then
-  redis.call('HSET', KEYS[2], ARGV[1], new)
-  redis.call('HINCRBY', KEYS[1], 'count:' .. old, -1)
-  redis.call('HINCRBY', KEYS[1], 'count:' .. new, 1)
-  if terminal[new] and ARGV[3] then
-    local fields = {'prompt_token_count', 'candidates_token_count', 'total_token_count',
-                    'cached_content_token_count', 'thoughts_token_count'}
-    for i, f in ipairs(fields) do redis.call('HINCRBY', KEYS[1], 'usage:' .. f, ARGV[2 + i]) end
-  end
-  if old == 'queued' then redis.call('LREM', KEYS[3], 1, ARGV[1]) end
-end
-local started = {}
-local status = redis.call('HGET', KEYS[1], 'status')
-if status ~= 'cancelled' then
-  local cap = tonumber(redis.call('HGET', KEYS[1], 'max_concurrency') or '1')
-  while tonumber(redis.call('HGET', KEYS[1], 'count:running') or '0') < cap do
-    local next_id = redis.call('LPOP', KEYS[3])
-    if not next_id then break end
-    redis.call('HSET', KEYS[2], next_id, 'running')
-    redis.call('HINCRBY', KEYS[1], 'count:queued', -1)
-    redis.call('HINCRBY', KEYS[1], 'count:running', 1)
-    started[#started + 1] = next_id
-  end
-end
-local finished = 0
-for state, _ in pairs(terminal) do
-  finished = finished + tonumber(redis.call('HGET', KEYS[1], 'count:' .. state) or '0')
-end
-if status == 'running' and finished >= tonumber(redis.call('HGET', KEYS[1], 'total') or '0') then
-  redis.call('HSET', KEYS[1], 'status', 'done', 'finished_at', redis.call('TIME')[1])
-end
-return started
-"""
-)
-
-
 def parse_line(number: int, raw: str, settings: Settings) -> BatchLine | None:
     """One JSONL line as an item; None for a blank line; an error names what was wrong."""
     if not raw.strip():
@@ -219,18 +176,15 @@ class BatchStore:
         conversation = config.conversation.model_copy(update={"batch_id": bid})
         stored = config.model_copy(update={"conversation": conversation})
         raw_config = stored.model_dump_json()
-        meta = {
-            "status": BatchStatus.SUBMITTING.value,
-            "max_concurrency": config.max_concurrency,
-            "total": 0,
-            "created_at": time.time(),
-            "created_by": created_by,
-        }
-        with storage_errors(f"creating batch {bid}"):
-            if not self.client.hsetnx(self.keys.batch(bid), "config", raw_config):
-                return bid
-            self.client.hset(self.keys.batch(bid), mapping=meta)  # type: ignore[arg-type]
-            self.client.zadd(self.keys.batches(), {bid: time.time()})
+        now = time.time()
+        args = [raw_config, BatchStatus.SUBMITTING.value, config.max_concurrency, now, created_by]
+        with (
+            storage_errors(f"creating batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            CREATE.queue(pipe, [self.keys.batch(bid)], args)
+            pipe.zadd(self.keys.batches(), {bid: now}, nx=True)  # again if a retry created it
+            pipe.execute()
         return bid
 
     def exists(self, bid: str) -> bool:
@@ -257,10 +211,16 @@ class BatchStore:
 
     # Submitting
 
-    def submit(self, bid: str, lines: Iterable[BatchLine]) -> SubmitReport:
-        """Submits items in chunks; items whose id the batch already has are skipped."""
+    def submit(
+        self, bid: str, lines: Iterable[BatchLine], report: SubmitReport | None = None
+    ) -> SubmitReport:
+        """Submits items in chunks; items whose id the batch already has are skipped.
+
+        A chunk counts in `report` once it is written, so a caller that retries after a
+        Redis failure, with the same report, counts what the failed attempt wrote as skipped.
+        """
         config = self.config(bid).conversation
-        report = SubmitReport()
+        report = report if report is not None else SubmitReport()
         chunk: list[BatchLine] = []
         for line in lines:
             chunk.append(line)
@@ -286,14 +246,18 @@ class BatchStore:
     ) -> None:
         known = self._known(bid, [line.id for line in chunk])
         fresh = [line for line in chunk if line.id not in known]
-        report.skipped += len(chunk) - len(fresh)
         self._refuse_taken(bid, fresh)
+        queued = self._queued_turns(bid, fresh)
+        written = SubmitReport(skipped=len(chunk) - len(fresh))
         with (
             storage_errors(f"submitting items of batch {bid}"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            placed = [self._queue_item(pipe, bid, config, line, report) for line in fresh]
+            placed = [self._queue_item(pipe, bid, config, line, queued, written) for line in fresh]
             replies = pipe.execute()
+        report.submitted += written.submitted
+        report.skipped += written.skipped
+        report.invalid += written.invalid
         self._fail_taken(bid, placed, replies)
         self.dispatch(bid)
 
@@ -317,6 +281,28 @@ class BatchStore:
                 "would reuse a conversation created outside the batch); nothing of this chunk "
                 "was submitted"
             )
+
+    def _queued_turns(self, bid: str, lines: list[BatchLine]) -> dict[str, str]:
+        """Turns already queued in the chunk's own conversations, by conversation id.
+
+        An earlier attempt cut short by a Redis failure may have created an item's
+        conversation and queued its turn without filing the item; that turn is reused, so
+        the item runs once.
+        """
+        cids = [self.conversation_id(bid, line.id) for line in lines if not line.error]
+        if not cids:
+            return {}
+        with (
+            storage_errors(f"checking items of batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in cids:
+                pipe.hget(self.keys.conversation(cid), "owner")
+                pipe.lindex(self.keys.inbox(cid), 0)
+            replies = pipe.execute()
+        mine = batch_owner(bid)
+        found = zip(cids, replies[0::2], replies[1::2], strict=True)
+        return {cid: str(turn) for cid, owner, turn in found if owner == mine and turn}
 
     def _fail_taken(self, bid: str, placed: list[_Placed], replies: list[Any]) -> None:
         """Items whose conversation appeared between the check and the write: failed, not run."""
@@ -342,25 +328,26 @@ class BatchStore:
         return {item for item, cid in zip(item_ids, found, strict=True) if cid is not None}
 
     def _queue_item(
-        self, pipe: Any, bid: str, config: ConversationConfig, line: BatchLine, report: SubmitReport
+        self,
+        pipe: Any,
+        bid: str,
+        config: ConversationConfig,
+        line: BatchLine,
+        queued: dict[str, str],
+        report: SubmitReport,
     ) -> _Placed:
-        """Queues one item; its conversation is created here or the item is not run at all."""
+        """Queues one item: its conversation (held until dispatched) and turn, then its filing."""
         cid = self.conversation_id(bid, line.id)
-        state = BatchState.INVALID if line.error else BatchState.QUEUED
-        turn_id = ""
-        submit_reply = None
-        if line.prompt is not None and not line.error:
-            metadata = {**config.metadata, "batch_item": line.id}
-            owner = batch_owner(bid)
-            self.conversations.queue_create(
-                pipe, cid, config.model_copy(update={"metadata": metadata}), owner=owner
-            )
-            turn_id = self.conversations.queue_submit(pipe, cid, line.prompt, owner=owner)
+        prompt = None if line.error else line.prompt
+        turn_id, submit_reply = queued.get(cid, ""), None
+        if prompt is not None and not turn_id:
+            turn_id = self._queue_turn(pipe, bid, config, line.id, prompt)
             submit_reply = len(pipe.command_stack) - 1
-            pipe.rpush(self.keys.batch_queue(bid), cid)
+        if prompt is not None:
             report.submitted += 1
         else:
             report.invalid.append((line.line, line.error))
+        state = BatchState.QUEUED if prompt is not None else BatchState.INVALID
         item = {
             "line": line.line,
             "id": line.id,
@@ -369,33 +356,72 @@ class BatchStore:
             "error": line.error,
         }
         items_reply = len(pipe.command_stack)
-        pipe.rpush(self.keys.batch_items(bid), json.dumps(item))
-        pipe.hset(self.keys.batch_ids(bid), line.id, cid)
-        pipe.hset(self.keys.batch_states(bid), cid, state.value)
-        pipe.hincrby(self.keys.batch(bid), f"count:{state.value}", 1)
-        pipe.hincrby(self.keys.batch(bid), "total", 1)
+        keys = [
+            self.keys.batch(bid),
+            self.keys.batch_states(bid),
+            self.keys.batch_queue(bid),
+            self.keys.batch_items(bid),
+            self.keys.batch_ids(bid),
+        ]
+        args = [cid, json.dumps(item), state.value, line.id, int(prompt is not None)]
+        REGISTER.queue(pipe, keys, args)
         return _Placed(cid, submit_reply, items_reply)
+
+    def _queue_turn(
+        self, pipe: Any, bid: str, config: ConversationConfig, item_id: str, prompt: Content
+    ) -> str:
+        """Queues the item's conversation, held, and its turn (the submit script last)."""
+        cid = self.conversation_id(bid, item_id)
+        metadata = {**config.metadata, "batch_item": item_id}
+        owner = batch_owner(bid)
+        self.conversations.queue_create(
+            pipe, cid, config.model_copy(update={"metadata": metadata}), owner=owner, held=True
+        )
+        return self.conversations.queue_submit(pipe, cid, prompt, owner=owner, index=False)
 
     # State changes
 
     def transition(
         self, bid: str, cid: str, state: BatchState, usage: UsageMetadata | None = None
     ) -> list[str]:
-        """Moves one item (idempotently) and dispatches what the cap now allows."""
-        keys = [self.keys.batch(bid), self.keys.batch_states(bid), self.keys.batch_queue(bid)]
+        """Moves one item (idempotently), dispatches what the cap now allows, and releases it.
+
+        Returns the conversations released (and sent `advance`, given a task sender).
+        """
+        keys = [
+            self.keys.batch(bid),
+            self.keys.batch_states(bid),
+            self.keys.batch_queue(bid),
+            self.keys.batch_releasing(bid),
+        ]
         args: list[Any] = [cid, state.value]
         if usage is not None:
             args += [getattr(usage, name) for name in USAGE_FIELDS]
         with storage_errors(f"updating batch {bid}"):
-            started = [str(s) for s in _TRANSITION(self.client, keys, args)]
-        self._advance(started)
-        return started
+            dispatched = [str(s) for s in TRANSITION(self.client, keys, args)]
+        self._release(bid, dispatched)
+        return dispatched
 
     def dispatch(self, bid: str) -> list[str]:
-        """Starts queued items up to the batch's concurrency cap."""
+        """Starts queued items up to the batch's concurrency cap; finishes earlier releases."""
         return self.transition(bid, "", BatchState.QUEUED)
 
-    def _advance(self, cids: list[str]) -> None:
+    def _release(self, bid: str, cids: list[str]) -> None:
+        """Ends the hold of dispatched conversations and indexes them, then sends `advance`.
+
+        Until their release is confirmed they stay in the batch's `releasing` set, and the
+        next transition of the batch returns them again: releasing twice changes nothing.
+        """
+        if not cids:
+            return
+        with (
+            storage_errors(f"releasing items of batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in cids:
+                self.conversations.queue_release(pipe, cid)
+            pipe.srem(self.keys.batch_releasing(bid), *cids)
+            pipe.execute()
         if self.tasks is not None:
             for cid in cids:
                 self.tasks.advance(cid)
@@ -413,10 +439,20 @@ class BatchStore:
             active = self.conversations.abort(cid)
             if state == BatchState.QUEUED.value or not active:
                 self.transition(bid, cid, BatchState.CANCELLED)
+                self._unhold(cid)
             elif self.tasks is not None:
                 self.tasks.advance(cid)
             touched += 1
         return touched
+
+    def _unhold(self, cid: str) -> None:
+        """A cancelled item's conversation takes later prompts like any other."""
+        with (
+            storage_errors(f"releasing conversation {cid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            self.conversations.queue_release(pipe, cid, index=False)
+            pipe.execute()
 
     # Reading
 

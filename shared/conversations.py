@@ -27,6 +27,7 @@ from shared.redis_client import storage_errors
 from shared.settings import DoubleTextPolicy, Settings
 
 __all__ = [
+    "HELD_FIELD",
     "ConversationRecord",
     "ConversationStore",
     "OnCorrupt",
@@ -109,12 +110,18 @@ return {'ok', active, cancelled}
 )
 
 
-# KEYS: conv   ARGV: config json, now, double-text policy, owner   -> 1 created, 0 id taken
+# A field of the conversation's hash: '1' while no worker may start its turns (a batch
+# item not yet dispatched); the claim script refuses a held conversation.
+HELD_FIELD = "held"
+
+# KEYS: conv   ARGV: config json, now, double-text policy, owner, held ('1' or '')
+# -> 1 created, 0 id taken
 _CREATE = LuaScript(
     """
 if redis.call('HSETNX', KEYS[1], 'config', ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'idle', 'closed', '0', 'created_at', ARGV[2],
            'updated_at', ARGV[2], 'active_turn', '', 'policy', ARGV[3], 'owner', ARGV[4])
+if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'held', '1') end
 return 1
 """
 )
@@ -180,13 +187,28 @@ class ConversationStore:
         return cid
 
     def queue_create(
-        self, pipe: Any, cid: str, config: ConversationConfig, *, owner: str = ""
+        self,
+        pipe: Any,
+        cid: str,
+        config: ConversationConfig,
+        *,
+        owner: str = "",
+        held: bool = False,
     ) -> None:
-        """Queues the creation (a no-op returning 0 when the id is taken) and its index entry."""
+        """Queues the creation (a no-op returning 0 when the id is taken) and its index entry.
+
+        A `held` conversation takes prompts, but no worker starts them until `queue_release`.
+        """
         now = time.time()
         args = [config.model_dump_json(), now, config.double_text_policy.value, owner]
-        _CREATE.queue(pipe, [self.keys.conversation(cid)], args)
+        _CREATE.queue(pipe, [self.keys.conversation(cid)], [*args, "1" if held else ""])
         pipe.zadd(self.keys.conversations(), {cid: now}, nx=True)
+
+    def queue_release(self, pipe: Any, cid: str, *, index: bool = True) -> None:
+        """Queues the end of a hold: its turns may start, and (`index`) the sweeper watches it."""
+        pipe.hdel(self.keys.conversation(cid), HELD_FIELD)
+        if index:
+            pipe.zadd(self.keys.active(), {cid: time.time()})
 
     def get(self, cid: str) -> ConversationRecord:
         with (
@@ -246,11 +268,13 @@ class ConversationStore:
         policy: DoubleTextPolicy | None = None,
         *,
         owner: str = "",
+        index: bool = True,
     ) -> str:
-        """Queues the submit script (and the sweeper's index); returns the turn id.
+        """Queues the submit script (and, with `index`, the sweeper's entry); returns the turn id.
 
         Without a policy, the conversation's own (stored at creation) applies. With an
-        `owner`, the turn is queued only into a conversation that owner created.
+        `owner`, the turn is queued only into a conversation that owner created. A held
+        conversation is indexed when it is released, not here.
         """
         tid = new_id()
         keys = [
@@ -268,7 +292,8 @@ class ConversationStore:
             *self._emit_args(cid),
             owner,
         ]
-        pipe.zadd(self.keys.active(), {cid: time.time()})
+        if index:
+            pipe.zadd(self.keys.active(), {cid: time.time()})
         _SUBMIT.queue(pipe, keys, args)
         return tid
 

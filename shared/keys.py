@@ -174,6 +174,10 @@ class KeySpace:
         """LIST of conversation ids not yet dispatched (the concurrency cap holds them)."""
         return self._batch(bid, "queue")
 
+    def batch_releasing(self, bid: str) -> str:
+        """SET of conversation ids dispatched whose hold is not yet known to be released."""
+        return self._batch(bid, "releasing")
+
     def batch_items(self, bid: str) -> str:
         """LIST of items in input order: JSON with the line, its id and its conversation."""
         return self._batch(bid, "items")

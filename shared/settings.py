@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Annotated
 
 import pydantic_settings
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.errors import SettingsError
@@ -54,6 +61,12 @@ class Settings(BaseSettings):
     )
     key_prefix: str = Field("signoff", description="Prefix of every Redis key Signoff writes.")
     redis_timeout_s: float = Field(5.0, gt=0, description="Socket timeout for Redis commands.")
+    redis_retry_s: float = Field(
+        60.0,
+        ge=0,
+        description="How long `signoff batch` waits for an unreachable Redis, retrying and "
+        "saying so on stderr, before it exits with an error; 0: no retrying.",
+    )
 
     # History and prompts
     max_history_size: int = Field(
@@ -88,7 +101,10 @@ class Settings(BaseSettings):
     # Worker and turns
     worker_concurrency: int = Field(8, gt=0, description="Threads per worker process.")
     visibility_timeout_s: int = Field(
-        3_600, gt=0, description="Broker redelivery timeout; well above any leg."
+        900,
+        gt=0,
+        description="Celery redelivers a task unacknowledged this long (a killed worker's); "
+        "at least twice the leg time slice. A redelivered leg finds its work done or leased.",
     )
     lease_ttl_ms: int = Field(
         30_000, gt=0, description="A conversation's lease; renewed while a leg runs."
@@ -179,6 +195,17 @@ class Settings(BaseSettings):
     def _prefix_is_plain(cls, value: str) -> str:
         if not value or any(ch in value for ch in "{}: \n"):
             raise ValueError("must be non-empty without braces, colons or whitespace")
+        return value
+
+    @field_validator("leg_time_slice_s")
+    @classmethod
+    def _slice_within_visibility(cls, value: float, info: ValidationInfo) -> float:
+        visibility_s = info.data.get("visibility_timeout_s")
+        if visibility_s is not None and value * 2 > visibility_s:
+            raise ValueError(
+                f"must be at most half of SIGNOFF_VISIBILITY_TIMEOUT_S ({visibility_s} s), so "
+                "that Celery redelivers a task only once its leg has surely ended"
+            )
         return value
 
     @field_validator("workspace_roots", mode="before")

@@ -7,10 +7,15 @@ results, and a visibility timeout set everywhere Celery reads it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
+import redis
 from celery import Celery
+from kombu.exceptions import KombuError
 
+from shared.errors import StorageError
 from shared.settings import Settings
 
 __all__ = ["ADVANCE", "SWEEP", "Advancer", "TaskSender", "celery_config", "queue_name"]
@@ -66,10 +71,21 @@ class TaskSender:
         self.app.conf.update(celery_config(settings))
 
     def advance(self, conversation_id: str) -> None:
-        self.app.send_task(ADVANCE, args=[conversation_id])
+        with _broker_errors(f"sending advance for conversation {conversation_id}"):
+            self.app.send_task(ADVANCE, args=[conversation_id])
 
     def sweep(self) -> None:
-        self.app.send_task(SWEEP)
+        with _broker_errors("sending a sweep"):
+            self.app.send_task(SWEEP)
 
     def close(self) -> None:
         self.app.close()
+
+
+@contextmanager
+def _broker_errors(action: str) -> Iterator[None]:
+    """The broker (Redis) failing to take a task becomes StorageError, as any Redis failure."""
+    try:
+        yield
+    except (KombuError, redis.RedisError, OSError) as exc:
+        raise StorageError(f"{action}: {exc.__class__.__name__}: {exc}") from exc

@@ -47,12 +47,15 @@ log = logging.getLogger(__name__)
 # Takes (or checks) the lease and the work together: the active turn, else the next
 # queued one made active. With no work it takes no lease, or lets the held one go, so
 # a prompt queued meanwhile always finds the lease free for its own `advance`.
-# Returns {'busy'} | {'lost'} | {'idle'} | {'ok', token, turn id, conv, turn, appended, queued}.
+# A held conversation (a batch item its batch has not dispatched) is never started.
+# Returns {'busy'} | {'held'} | {'lost'} | {'idle'} | {'ok', token, turn id, conv, turn, appended,
+# queued}.
 _CLAIM = LuaScript(
     """
 local token = ARGV[2]
 if token == '' then
   if redis.call('EXISTS', KEYS[4]) == 1 then return {'busy'} end
+  if redis.call('HGET', KEYS[1], 'held') == '1' then return {'held'} end
 elseif redis.call('GET', KEYS[4]) ~= token then
   return {'lost'}
 end

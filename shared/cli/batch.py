@@ -19,11 +19,14 @@ from shared.batches import (
     BatchState,
     BatchStatus,
     BatchStore,
+    SubmitReport,
     parse_line,
 )
 from shared.cli.main import cli
+from shared.cli.retry import RedisRetry
 from shared.client import Client
 from shared.config import ConversationConfig
+from shared.conversations import new_id
 from shared.errors import InvalidInput
 from shared.schema import check_schema
 from shared.settings import Settings, load_settings
@@ -94,14 +97,16 @@ def run(
     state_file = out.with_name(out.name + ".batch")
     with Client() as client:
         store = store_for(client)
-        bid = batch_id or (state_file.read_text().strip() if state_file.exists() else None)
-        bid = store.create(
-            BatchConfig(conversation=config, max_concurrency=max_concurrency), batch_id=bid
-        )
+        retry = retrying(client.settings)
+        bid = batch_id or (state_file.read_text().strip() if state_file.exists() else new_id()[:16])
+        batch_config = BatchConfig(conversation=config, max_concurrency=max_concurrency)
+        retry(lambda: store.create(batch_config, batch_id=bid), f"creating batch {bid}")
         state_file.write_text(bid + "\n")
         _err.print(f"batch [bold]{bid}[/] from {path}")
-        report = store.submit(bid, _lines(path, client.settings))
-        store.finish_submission(bid)
+        report = SubmitReport()
+        submitting = f"submitting batch {bid}"
+        retry(lambda: store.submit(bid, _lines(path, client.settings), report), submitting)
+        retry(lambda: store.finish_submission(bid), submitting)
         for line, problem in report.invalid:
             _err.print(f"[yellow]skipped line {line}[/]: {problem}")
         _err.print(
@@ -112,11 +117,11 @@ def run(
             click.echo(bid)
             return
         try:
-            info = watch(store, bid, client.settings)
+            info = watch(store, bid, client.settings, retry=retry)
         except KeyboardInterrupt:
             _err.print(f"\ninterrupted: batch {bid} goes on; run the same command to resume")
             raise SystemExit(130) from None
-        written = write_results(store, bid, out)
+        written = retry(lambda: write_results(store, bid, out), f"writing results to {out}")
         _err.print(f"wrote {written} results to {out}")
         if info.status is BatchStatus.CANCELLED:
             raise SystemExit(1)
@@ -172,8 +177,24 @@ def _lines(path: Path, settings: Settings) -> Iterator[BatchLine]:
             yield line
 
 
-def watch(store: BatchStore, bid: str, settings: Settings, *, interval_s: float = 0.5) -> BatchInfo:
-    """A progress bar with the counts until every item has finished."""
+def retrying(settings: Settings) -> RedisRetry:
+    """Retries steps while Redis is away, saying so on stderr, up to SIGNOFF_REDIS_RETRY_S."""
+    return RedisRetry(settings.redis_retry_s, lambda line: _err.print(f"[yellow]{line}[/]"))
+
+
+def watch(
+    store: BatchStore,
+    bid: str,
+    settings: Settings,
+    *,
+    retry: RedisRetry | None = None,
+    interval_s: float = 0.5,
+) -> BatchInfo:
+    """A progress bar with the counts until every item has finished.
+
+    Each look also finishes any dispatch a process left half done (see `BatchStore.dispatch`).
+    """
+    retry = retry or retrying(settings)
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -185,7 +206,7 @@ def watch(store: BatchStore, bid: str, settings: Settings, *, interval_s: float 
         task = progress.add_task(bid, total=None, counts="")
         hinted = -1
         while True:
-            info = store.info(bid)
+            info = retry(lambda: _look(store, bid), f"following batch {bid}")
             progress.update(
                 task, total=info.total, completed=info.finished, counts=counts_text(info)
             )
@@ -193,6 +214,11 @@ def watch(store: BatchStore, bid: str, settings: Settings, *, interval_s: float 
             if info.status in (BatchStatus.DONE, BatchStatus.CANCELLED):
                 return info
             time.sleep(interval_s)
+
+
+def _look(store: BatchStore, bid: str) -> BatchInfo:
+    store.dispatch(bid)
+    return store.info(bid)
 
 
 def _hint_approvals(progress: Progress, info: BatchInfo, settings: Settings, hinted: int) -> int:
@@ -237,7 +263,8 @@ def write_results(store: BatchStore, bid: str, out: Path) -> int:
 def status(batch_id: str, as_json: bool) -> None:
     """Counts and usage of a batch."""
     with Client() as client:
-        info = store_for(client).info(batch_id)
+        store = store_for(client)
+        info = retrying(client.settings)(lambda: store.info(batch_id), f"reading batch {batch_id}")
     if as_json:
         click.echo(
             json.dumps(
@@ -262,7 +289,9 @@ def status(batch_id: str, as_json: bool) -> None:
 def cancel(batch_id: str) -> None:
     """Cancel a batch: queued prompts at once, running and waiting ones are aborted."""
     with Client() as client:
-        touched = store_for(client).cancel(batch_id)
+        store = store_for(client)
+        retry = retrying(client.settings)
+        touched = retry(lambda: store.cancel(batch_id), f"cancelling batch {batch_id}")
     click.echo(f"cancelled batch {batch_id} ({touched} conversations stopped)")
 
 
@@ -278,11 +307,19 @@ def results(batch_id: str, out: Path | None) -> None:
     """One JSON line per input line, in input order (finished or not)."""
     with Client() as client:
         store = store_for(client)
+        retry = retrying(client.settings)
         if out is not None:
-            click.echo(f"wrote {write_results(store, batch_id, out)} results to {out}", err=True)
+            written = retry(lambda: write_results(store, batch_id, out), f"writing {out}")
+            click.echo(f"wrote {written} results to {out}", err=True)
             return
-        for result in store.results(batch_id):
-            click.echo(json.dumps(result, ensure_ascii=False))
+        printed = [0]  # a retry goes on from the first line not yet printed
+        retry(lambda: _print_results(store, batch_id, printed), f"reading batch {batch_id}")
+
+
+def _print_results(store: BatchStore, bid: str, printed: list[int]) -> None:
+    for result in store.results(bid, offset=printed[0]):
+        click.echo(json.dumps(result, ensure_ascii=False))
+        printed[0] += 1
 
 
 @batch.command("list")

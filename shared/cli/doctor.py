@@ -96,15 +96,36 @@ def check_eviction(client: redis.Redis, info: dict[str, Any]) -> Check:
     return Check("maxmemory-policy", Level.OK, "noeviction (a full Redis refuses writes)")
 
 
-def check_aof(info: dict[str, Any]) -> Check:
-    if str(info.get("aof_enabled", "0")) == "1":
-        return Check("aof", Level.OK, "appendonly yes")
+def check_aof(client: redis.Redis, info: dict[str, Any]) -> Check:
+    """AOF on, and how often it reaches the disk: what a Redis restart or a host crash loses."""
+    if str(info.get("aof_enabled", "0")) != "1":
+        return Check(
+            "aof",
+            Level.WARN,
+            "appendonly is off: a Redis restart loses what was written since the last snapshot; "
+            "set appendonly yes in production",
+        )
+    fsync = _config_get(client, "appendfsync")
+    if fsync == "always":
+        return Check(
+            "aof", Level.OK, "appendonly yes, appendfsync always (on disk before Redis answers)"
+        )
+    lost = _FSYNC_LOSS.get(fsync or "", "what was not yet on disk (appendfsync could not be read)")
     return Check(
         "aof",
         Level.WARN,
-        "appendonly is off: a Redis restart loses what was written since the last snapshot; "
-        "set appendonly yes in production",
+        f"appendonly yes, appendfsync {fsync or 'unknown'}: a host crash (power loss, kernel "
+        f"panic; a Redis restart is safe) loses {lost}, so completed turns run again, tools may "
+        "run twice and resolved approvals reopen; appendfsync always prevents it "
+        "(README, Production notes)",
     )
+
+
+# What a host crash loses under each appendfsync policy short of `always`.
+_FSYNC_LOSS = {
+    "everysec": "the last second of writes",
+    "no": "the writes the OS had not flushed yet (typically up to 30 s)",
+}
 
 
 def check_password(client: redis.Redis, settings: Settings) -> Check:
@@ -190,7 +211,7 @@ def run_checks(settings: Settings) -> list[Check]:
         return [
             reachable,
             check_eviction(client, info),
-            check_aof(info),
+            check_aof(client, info),
             check_password(client, settings),
             check_workers(settings),
             check_scheduler(client, settings),
@@ -218,7 +239,7 @@ def _show(checks: list[Check], as_json: bool) -> None:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object with every check.")
 def doctor(as_json: bool) -> None:
-    """Check Redis (reachable, noeviction, AOF, password), workers and the scheduler."""
+    """Check Redis (reachable, noeviction, AOF and fsync, password), workers and the scheduler."""
     try:
         checks = run_checks(load_settings())
     except SettingsError as exc:
