@@ -29,6 +29,8 @@ __all__ = ["Sweeper", "Swept"]
 
 log = logging.getLogger(__name__)
 
+BATCH_PAGE = 200  # the newest batches, checked each sweep for items left held
+
 
 @dataclass
 class Swept:
@@ -37,6 +39,7 @@ class Swept:
     expired: list[str] = field(default_factory=list)  # notification ids
     reconciled: Reconciled = field(default_factory=Reconciled)
     resent: list[str] = field(default_factory=list)  # conversations sent `advance` for work
+    dispatched: list[str] = field(default_factory=list)  # batch items released by the sweep
 
 
 class Sweeper:
@@ -56,6 +59,7 @@ class Sweeper:
         self.keys = keys
         self.settings = settings
         self.send_advance = send_advance
+        self.batches = batches
         self.notifications = NotificationStore(client, keys, settings)
         self.reconciler = reconciler or Reconciler(
             client, keys, settings, batches=batches, send_advance=send_advance
@@ -68,6 +72,7 @@ class Sweeper:
         for nid in swept.expired:
             self.send_advance(nid.rpartition(".")[0])
         swept.reconciled = self.reconciler.run()
+        swept.dispatched = self._dispatch_batches()
         advanced = {nid.rpartition(".")[0] for nid in swept.expired}
         advanced.update(swept.reconciled.advanced)
         for cid in self._active():
@@ -81,6 +86,31 @@ class Sweeper:
         beat_ttl_s = max(int(self.settings.sweep_interval_s * 4), 30)
         with storage_errors("writing the scheduler's heartbeat"):
             self.client.set(self.keys.heartbeat("beat"), f"{time.time():.3f}", ex=beat_ttl_s)
+
+    def _dispatch_batches(self) -> list[str]:
+        """Lets each recent running batch dispatch what its cap allows and finish releases.
+
+        A dispatcher that died between marking items running and releasing them leaves them
+        held; with nobody following the batch, this is what releases them.
+        """
+        released: list[str] = []
+        for bid in self._running_batches():
+            try:
+                released += self.batches.dispatch(bid)
+            except NotFound:
+                continue
+        return released
+
+    def _running_batches(self) -> list[str]:
+        with (
+            storage_errors("sweeping batches"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            ids = [str(b) for b in self.client.zrevrange(self.keys.batches(), 0, BATCH_PAGE - 1)]
+            for bid in ids:
+                pipe.hget(self.keys.batch(bid), "status")
+            statuses = pipe.execute()
+        return [bid for bid, status in zip(ids, statuses, strict=True) if status == "running"]
 
     def _active(self) -> list[str]:
         with storage_errors("sweeping active conversations"):

@@ -1,0 +1,39 @@
+"""The sweep releases batch items a dying dispatcher left held, when nobody follows the batch."""
+
+from __future__ import annotations
+
+import redis
+
+from shared.batch_scripts import TRANSITION
+from shared.batches import BatchConfig, BatchState, BatchStore
+from shared.keys import KeySpace
+from shared.settings import Settings
+from tests.unit.test_batch_hold import Sent, held, lines
+from worker.sweeper import Sweeper
+
+
+def test_the_sweep_finishes_a_cut_dispatch_and_keeps_the_cap(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
+    sent = Sent()
+    settings = Settings()
+    store = BatchStore(real_redis, keys, settings, sent)
+    bid = store.create(BatchConfig(max_concurrency=1))
+    store.submit(bid, lines(3))
+    store.finish_submission(bid)
+    first, second, third = (store.conversation_id(bid, f"item-{i}") for i in range(3))
+    assert sent.advanced == [first]
+    batch_keys = [
+        keys.batch(bid),
+        keys.batch_states(bid),
+        keys.batch_queue(bid),
+        keys.batch_releasing(bid),
+    ]
+    TRANSITION(real_redis, batch_keys, [first, BatchState.DONE.value])  # then the process died
+    assert held(real_redis, keys, second)
+    swept = Sweeper(real_redis, keys, settings, batches=store, send_advance=sent.advance).sweep()
+    assert swept.dispatched == [second]
+    assert not held(real_redis, keys, second) and second in sent.advanced
+    assert held(real_redis, keys, third)  # the cap still holds
+    again = Sweeper(real_redis, keys, settings, batches=store, send_advance=sent.advance).sweep()
+    assert again.dispatched == []
