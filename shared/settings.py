@@ -189,6 +189,13 @@ class Settings(BaseSettings):
     web_threads: int = Field(
         64, gt=0, description="Threads per gunicorn worker (SSE clients hold one)."
     )
+    web_redis_connections: int = Field(
+        16,
+        ge=2,
+        le=1000,
+        description="Redis connections per web process (one is the live feed's); a request "
+        "waits up to SIGNOFF_REDIS_TIMEOUT_S for one, then gets 503 with Retry-After.",
+    )
 
     @field_validator("key_prefix")
     @classmethod

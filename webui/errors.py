@@ -30,6 +30,8 @@ __all__ = ["HttpProblem", "init_app", "invalid_body"]
 
 log = logging.getLogger(__name__)
 
+RETRY_AFTER_S = "1"
+
 _STATUSES: tuple[tuple[type[SignoffError], int], ...] = (
     (PayloadTooLarge, 413),
     (InvalidInput, 422),
@@ -97,7 +99,9 @@ def _from_signoff(exc: SignoffError) -> Response:
     status = next((code for cls, code in _STATUSES if isinstance(exc, cls)), 500)
     if status >= 500:
         log.error("%s answering %s %s: %s", exc.code, request.method, request.path, exc)
-    return _respond(HttpProblem(status, exc.code, exc.message))
+    # Redis unreachable or every connection busy: transient, so say when to come back.
+    headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
+    return _respond(HttpProblem(status, exc.code, exc.message, headers=headers))
 
 
 def _from_http(exc: HTTPException) -> Response:

@@ -32,7 +32,6 @@ from webui.broadcast import Broadcaster
 
 __all__ = [
     "EXTENSION",
-    "REDIS_CONNECTIONS",
     "Services",
     "build_services",
     "connect_pool",
@@ -40,7 +39,6 @@ __all__ = [
 ]
 
 EXTENSION = "signoff"
-REDIS_CONNECTIONS = 3  # per web process: the live feed's subscription and two for commands
 
 
 @dataclass
@@ -79,11 +77,14 @@ class Services:
         self.client.close()
 
 
-def connect_pool(settings: Settings, *, max_connections: int = REDIS_CONNECTIONS) -> redis.Redis:
-    """A client whose pool holds at most `max_connections`; a thread waits up to the timeout."""
+def connect_pool(settings: Settings, *, max_connections: int | None = None) -> redis.Redis:
+    """A client whose pool holds at most `max_connections` (default: the setting).
+
+    Connections open on demand; a thread waits up to the Redis timeout for a free one.
+    """
     pool = redis.BlockingConnectionPool.from_url(
         settings.redis_url,
-        max_connections=max_connections,
+        max_connections=max_connections or settings.web_redis_connections,
         timeout=settings.redis_timeout_s,
         decode_responses=True,
         socket_timeout=settings.redis_timeout_s,

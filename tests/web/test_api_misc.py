@@ -11,7 +11,7 @@ from flask.testing import FlaskClient
 
 from shared.embedded_redis import free_port
 from shared.users import Role
-from tests.web.conftest import AppFactory, bearer
+from tests.web.conftest import AppFactory, bearer, services_of
 from webui.services import Services
 
 
@@ -145,15 +145,14 @@ def test_redis_gone_is_503(make_app: AppFactory, redis_server: object) -> None:
     assert response.json["error"]["code"] == "storage_error"
 
 
-def test_threads_wait_for_the_bounded_pool(
-    http: FlaskClient, viewer: dict[str, str], svc: Services
-) -> None:
+def test_threads_wait_for_the_bounded_pool(make_app: AppFactory) -> None:
     """More concurrent requests than Redis connections: they queue, none fails."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from webui.services import REDIS_CONNECTIONS
-
-    assert svc.redis.connection_pool.max_connections == REDIS_CONNECTIONS
+    app = make_app(web_redis_connections=3)
+    svc, http = services_of(app), app.test_client()
+    viewer = bearer(svc.tokens.create("v", Role.VIEWER))
+    assert svc.redis.connection_pool.max_connections == 3
 
     def one(_: int) -> int:
         return http.get("/api/v1/conversations", headers=viewer).status_code
@@ -161,4 +160,22 @@ def test_threads_wait_for_the_bounded_pool(
     with ThreadPoolExecutor(max_workers=40) as pool:
         statuses = list(pool.map(one, range(200)))
     assert statuses == [200] * 200
-    assert len(svc.redis.connection_pool._connections) <= REDIS_CONNECTIONS  # type: ignore[attr-defined]
+    assert len(svc.redis.connection_pool._connections) <= 3  # type: ignore[attr-defined]
+
+
+def test_a_starved_pool_answers_503_with_retry_after(make_app: AppFactory) -> None:
+    """Every connection held past the wait: the answer says when to come back."""
+    app = make_app(web_redis_connections=2, redis_timeout_s=0.2)
+    svc, http = services_of(app), app.test_client()
+    viewer = bearer(svc.tokens.create("v", Role.VIEWER))
+    pool = svc.redis.connection_pool
+    held = [pool.get_connection(), pool.get_connection()]
+    try:
+        response = http.get("/api/v1/conversations", headers=viewer)
+    finally:
+        for connection in held:
+            pool.release(connection)
+    assert response.status_code == 503, response.text
+    assert response.headers["Retry-After"] == "1"
+    assert response.json["error"]["code"] == "storage_error"
+    assert http.get("/api/v1/conversations", headers=viewer).status_code == 200
