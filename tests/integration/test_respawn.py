@@ -1,0 +1,83 @@
+"""`signoff worker` keeps its Celery worker running: restarted after a death, stopped with it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shared.client import Client
+from tests.stack import WorkerProcess
+from worker import respawn as respawn_module
+from worker.respawn import respawn
+
+
+def celery_child(parent: int) -> int:
+    """The pid of the Celery worker a `python -m worker worker` runs."""
+    found = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    assert len(found) == 1, found
+    return int(found[0])
+
+
+def test_a_celery_worker_that_dies_is_restarted_and_turns_go_on(
+    stack_env: dict[str, str], client: Client
+) -> None:
+    keeper = WorkerProcess(stack_env, name="respawn").start()
+    try:
+        assert keeper.process is not None
+        first = celery_child(keeper.process.pid)
+        os.kill(first, signal.SIGKILL)  # what kombu's "Unrecoverable error" amounts to
+        deadline = time.monotonic() + 30
+        while keeper.log().count("ready.") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert keeper.log().count("ready.") == 2, keeper.log()
+        assert "restarting in 1 s" in keeper.log()
+        second = celery_child(keeper.process.pid)
+        assert second != first
+        response = client.new_conversation().chat_to_completion("after the restart")
+        assert "after the restart" in response.text
+    finally:
+        keeper.stop()
+    assert keeper.process is None  # SIGTERM ended it: nothing restarted
+    assert not Path(f"/proc/{second}").exists()
+
+
+def test_sigkill_of_the_keeper_takes_the_celery_worker_with_it(stack_env: dict[str, str]) -> None:
+    keeper = WorkerProcess(stack_env, name="orphan").start()
+    assert keeper.process is not None
+    child = celery_child(keeper.process.pid)
+    keeper.kill()
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status = Path(f"/proc/{child}/status")
+    assert not status.exists() or "zombie" in status.read_text()
+
+
+def test_a_child_that_keeps_dying_at_start_is_given_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(respawn_module, "FIRST_DELAY_S", 0.05)
+    runs = tmp_path / "runs"
+    script = f"open({str(runs)!r}, 'a').write('x'); raise SystemExit(3)"
+    assert respawn([sys.executable, "-c", script]) == 3
+    assert runs.read_text() == "xxx"
+
+
+def test_a_child_that_lived_long_enough_is_restarted_until_it_exits_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(respawn_module, "FIRST_DELAY_S", 0.05)
+    monkeypatch.setattr(respawn_module, "QUICK_EXIT_S", 0.2)
+    runs = tmp_path / "runs"
+    script = (
+        "import time; from pathlib import Path; p = Path(" + repr(str(runs)) + "); "
+        "n = len(p.read_text()) if p.exists() else 0; p.write_text('x' * (n + 1)); "
+        "time.sleep(0.3); raise SystemExit(0 if n >= 4 else 1)"
+    )
+    assert respawn([sys.executable, "-c", script]) == 0
+    assert runs.read_text() == "xxxxx"
