@@ -1,12 +1,13 @@
-"""Fuzz the JSON API from its OpenAPI document with schemathesis (`make fuzz`; not in CI).
+"""Fuzz the JSON API from its OpenAPI document with schemathesis (not in CI).
 
 Starts its own redis-server, a worker and `signoff web` on free ports, creates an
 operator token, then runs ``schemathesis run --checks all`` against
 ``/api/v1/openapi.json``: every server error, every schema-valid request the server
 rejects and every schema-violating one it accepts is a finding. Schemathesis lives in
-its own virtualenv (`.venv-fuzz`), so it never enters the project's lock file; its
-settings are `fuzz/schemathesis.toml`, its hooks `fuzz/hooks.py`. docs/fuzzing.md has
-the last run's figures.
+its own virtualenv (`.venv-fuzz`, made as docs/fuzzing.md says), so it never enters
+the project's lock file; its settings are `fuzz/schemathesis.toml`, its hooks
+`fuzz/hooks.py`, and it works in the run's temporary directory, not in the checkout.
+docs/fuzzing.md has the last run's figures.
 
     python -m fuzz.api [--max-examples N] [-- extra schemathesis options]
 """
@@ -32,6 +33,10 @@ from shared.users import Role, TokenStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMATHESIS = ROOT / ".venv-fuzz" / "bin" / "schemathesis"
+INSTALL = "python3 -m venv .venv-fuzz && .venv-fuzz/bin/pip install 'schemathesis==4.32.5'"
+# Prompts go to this conversation (fuzz/schemathesis.toml names it), not only to ids that do
+# not exist: their bodies are checked only once the conversation is found.
+PROMPTS_TO = "fuzz-prompts"
 CONFIG = ROOT / "fuzz" / "schemathesis.toml"
 
 
@@ -58,13 +63,43 @@ def _wait_healthy(base: str, timeout_s: float = 60.0) -> None:
     raise SystemExit(f"signoff web did not answer at {base}/healthz")
 
 
+def _conversation_for_prompts(base: str, token: str) -> None:
+    answer = httpx.post(
+        f"{base}/api/v1/conversations",
+        json={"conversation_id": PROMPTS_TO},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    if answer.status_code != 201:
+        raise SystemExit(f"could not create conversation {PROMPTS_TO}: {answer.text}")
+
+
+def _schemathesis(base: str, token: str, work: Path, options: argparse.Namespace) -> list[str]:
+    return [
+        str(SCHEMATHESIS),
+        "--config-file",
+        str(CONFIG),
+        "run",
+        f"{base}/api/v1/openapi.json",
+        "--checks",
+        "all",
+        "--max-examples",
+        str(options.max_examples),
+        "--header",
+        f"Authorization: Bearer {token}",
+        "--report-junit-path",
+        str(work / "junit.xml"),
+        *options.extra,
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-examples", type=int, default=200, help="Cases per operation.")
     parser.add_argument("extra", nargs="*", help="More schemathesis options (after --).")
     options = parser.parse_args()
     if not SCHEMATHESIS.exists():
-        raise SystemExit(f"{SCHEMATHESIS} is missing: run `make fuzz` (it installs schemathesis)")
+        raise SystemExit(f"{SCHEMATHESIS} is missing; make it with: {INSTALL}")
     work = Path(tempfile.mkdtemp(prefix="signoff-fuzz-"))
     redis_server = EmbeddedRedis(data_dir=work / "redis").start()
     port = free_port()
@@ -84,25 +119,11 @@ def main() -> int:
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(base)
-        command = [
-            str(SCHEMATHESIS),
-            "--config-file",
-            str(CONFIG),
-            "run",
-            f"{base}/api/v1/openapi.json",
-            "--checks",
-            "all",
-            "--max-examples",
-            str(options.max_examples),
-            "--header",
-            f"Authorization: Bearer {token}",
-            "--report-junit-path",
-            str(work / "junit.xml"),
-            *options.extra,
-        ]
+        _conversation_for_prompts(base, token)
+        command = _schemathesis(base, token, work, options)
         print(" ".join(c if "Bearer" not in c else "Authorization: Bearer ***" for c in command))
         hooks = {"SCHEMATHESIS_HOOKS": "fuzz.hooks", "PYTHONPATH": str(ROOT)}
-        result = subprocess.run(command, cwd=ROOT, env={**os.environ, **hooks}, check=False)
+        result = subprocess.run(command, cwd=work, env={**os.environ, **hooks}, check=False)
         print(f"logs of the worker and web server: {work}")
         return result.returncode
     finally:

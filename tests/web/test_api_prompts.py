@@ -107,6 +107,22 @@ def test_multipart_media_type_not_allowed_is_422(
     assert "application/x-msdownload" in response.json["error"]["message"]
 
 
+def test_multipart_media_that_is_no_file_is_422(
+    http: FlaskClient, submitter: dict[str, str], svc: Services
+) -> None:
+    """The document declares media as files: a plain form field is not one (found by fuzzing)."""
+    cid = new_conversation(http, submitter)
+    response = http.post(
+        f"/api/v1/conversations/{cid}/prompts",
+        data={"text": "hi", "media": "{}"},
+        content_type="multipart/form-data",
+        headers=submitter,
+    )
+    assert response.status_code == 422, response.text
+    assert response.json["error"]["message"].startswith("media:")
+    assert svc.store.get(cid).queued == 0
+
+
 def test_empty_prompt_is_422(http: FlaskClient, submitter: dict[str, str], svc: Services) -> None:
     cid = new_conversation(http, submitter)
     for body in ({"text": "  \x00\n "}, {"content": {"parts": []}}):

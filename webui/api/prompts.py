@@ -14,6 +14,7 @@ from webui.api.operations import operation
 from webui.api.prompt_body import PromptBody
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
+from webui.errors import HttpProblem
 from webui.gate import check_conversation_owner
 from webui.params import json_body
 from webui.services import services
@@ -23,6 +24,8 @@ __all__ = ["blueprint"]
 
 def _multipart_prompt() -> Content:
     """A ``text`` field and any number of ``media`` file parts."""
+    if "media" in request.form:  # a part without a filename: not a file
+        raise HttpProblem(422, "invalid_input", "media: send each as a file part (with a filename)")
     text = request.form.get("text", "")
     parts: list[ContentPart] = list(as_content(text).parts) if text.strip() else []
     for upload in request.files.getlist("media"):
