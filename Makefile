@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 # llama.cpp (for the real-model tests) compiles from source; a native build crashed on our machines.
 LLAMA_FLAGS := CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON"
 
-.PHONY: run test lint bench install clean docs lock system-run system-test
+.PHONY: run test lint bench faults install clean docs lock system-run system-test
 
 system-run:
 	@bash .ci/system-packages run
@@ -45,6 +45,10 @@ lint: $(TEST_STAMP)
 
 bench: $(TEST_STAMP)
 	$(PY) -m bench
+
+# The fault experiments (docs/reliability.md), a few minutes; CI runs their `--quick` size.
+faults: $(TEST_STAMP)
+	$(PY) -m faults
 
 docs: $(TEST_STAMP)
 	$(PY) docs/update_readme.py
