@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
-from shared.settings import load_settings
+from celery import Celery
+from celery.signals import worker_shutdown
+
+from shared.settings import Settings, load_settings
 from shared.tasks import queue_name
 from worker.app import create_celery
 from worker.respawn import respawn
@@ -30,6 +34,22 @@ def main(argv: list[str]) -> None:
         return
     if command != "celery-worker":
         raise SystemExit(f"unknown command {command!r}: use worker or beat")
+    sys.exit(_run_worker(app, settings, extra))
+
+
+def _run_worker(app: Celery, settings: Settings, extra: list[str]) -> int:
+    """Runs the Celery worker; returns its exit status (1 after an "Unrecoverable error").
+
+    Celery's own entry points drop that status, and the respawning parent needs it: it is
+    read from the worker as it shuts down.
+    """
+    statuses: list[int] = []
+
+    def remember(sender: Any = None, **_: Any) -> None:
+        code = getattr(sender, "exitcode", None)
+        statuses.append(code if isinstance(code, int) else 0)
+
+    worker_shutdown.connect(remember, weak=False)
     app.worker_main(
         [
             "worker",
@@ -43,6 +63,7 @@ def main(argv: list[str]) -> None:
             *extra,
         ]
     )
+    return next((code for code in statuses if code), 0)
 
 
 if __name__ == "__main__":

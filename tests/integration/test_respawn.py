@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from shared.client import Client
-from tests.stack import WorkerProcess
+from tests.stack import ROOT, WorkerProcess
 from worker import respawn as respawn_module
 from worker.respawn import respawn
 
@@ -81,3 +82,35 @@ def test_a_child_that_lived_long_enough_is_restarted_until_it_exits_cleanly(
     )
     assert respawn([sys.executable, "-c", script]) == 0
     assert runs.read_text() == "xxxxx"
+
+
+UNRECOVERABLE = """
+import sys
+from celery.worker.consumer.consumer import Consumer
+from worker.__main__ import main
+
+def start(self):
+    raise AttributeError("'NoneType' object has no attribute 'hostname'")  # as kombu does
+
+Consumer.start = start
+main(sys.argv[1:])
+"""
+
+
+def test_an_unrecoverable_error_exits_non_zero_and_is_restarted(
+    stack_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in stack_env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(respawn_module, "FIRST_DELAY_S", 0.05)
+    script = tmp_path / "unrecoverable.py"
+    script.write_text(UNRECOVERABLE)
+    log = tmp_path / "log"
+    with log.open("wb") as out:
+        direct = subprocess.run(
+            [sys.executable, str(script), "celery-worker"], cwd=ROOT, stdout=out, stderr=out
+        )
+    assert direct.returncode == 1  # Celery's own entry point would have exited 0
+    assert "Unrecoverable error" in log.read_text()
+    monkeypatch.chdir(ROOT)
+    assert respawn([sys.executable, str(script), "celery-worker"]) == 1  # tried, then given up
