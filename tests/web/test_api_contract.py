@@ -241,11 +241,19 @@ def test_a_prompt_is_refused_if_and_only_if_the_document_refuses_it(
 
 
 def test_the_prompt_limits_come_from_settings(make_app: AppFactory) -> None:
-    app = make_app(max_prompt_text_bytes=1000, allowed_media_types=frozenset({"image/png"}))
+    app = make_app(
+        max_prompt_text_bytes=1000,
+        max_prompt_media_bytes=2000,
+        allowed_media_types=frozenset({"image/png"}),
+    )
     document = build_document(app)
     schemas = document["components"]["schemas"]
     assert schemas["PromptText"]["properties"]["text"]["maxLength"] == 1000
-    assert schemas["PromptMedia"]["properties"]["mime_type"]["enum"] == ["image/png"]
+    body_text = schemas["PromptBody"]["properties"]["text"]["description"]
+    assert "Not only whitespace" in body_text and "1,000 bytes" in body_text
+    media = schemas["PromptMedia"]["properties"]
+    assert media["mime_type"]["enum"] == ["image/png"]
+    assert "2,000 bytes" in media["data"]["description"]
     form = document["paths"]["/api/v1/conversations/{cid}/prompts"]["post"]["requestBody"]
     assert form["content"]["multipart/form-data"]["encoding"]["media"]["contentType"] == (
         "image/png"

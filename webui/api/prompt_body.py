@@ -117,13 +117,20 @@ class PromptBody(RequestBody):
 
 
 def limits(settings: Settings) -> dict[str, dict[str, dict[str, Any]]]:
-    """Keywords that settings decide, by schema and property."""
-    text = {"maxLength": settings.max_prompt_text_bytes}  # bytes of UTF-8: at most as many
+    """Keywords that settings decide, by schema and property (sizes are summed over parts)."""
+    text_bytes, media_bytes = settings.max_prompt_text_bytes, settings.max_prompt_media_bytes
+    size = f"A prompt's text and command arguments: at most {text_bytes:,} bytes of UTF-8 in all."
+    text = {"maxLength": text_bytes, "description": size}  # bytes: at most as many characters
+    body_text = f"{PromptBody.model_fields['text'].description} {size}"
+    data = f"Base64. A prompt's media: at most {media_bytes:,} bytes in all (decoded)."
     return {
-        "PromptBody": {"text": text},
+        "PromptBody": {"text": {**text, "description": body_text}},
         "PromptText": {"text": text},
         "PromptSlashCommand": {"args": text},
-        "PromptMedia": {"mime_type": {"enum": sorted(settings.allowed_media_types)}},
+        "PromptMedia": {
+            "mime_type": {"enum": sorted(settings.allowed_media_types)},
+            "data": {"description": data},
+        },
     }
 
 
