@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 # llama.cpp (for the real-model tests) compiles from source; a native build crashed on our machines.
 LLAMA_FLAGS := CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON"
 
-.PHONY: run test lint bench faults install clean docs lock system-run system-test
+.PHONY: run test lint bench faults fuzz install clean docs lock system-run system-test
 
 system-run:
 	@bash .ci/system-packages run
@@ -49,6 +49,16 @@ bench: $(TEST_STAMP)
 # The fault experiments (docs/reliability.md), a few minutes; CI runs their `--quick` size.
 faults: $(TEST_STAMP)
 	$(PY) -m faults
+
+# Schemathesis over the API's OpenAPI document (docs/fuzzing.md), ~15 minutes; not in CI.
+# Schemathesis gets a virtualenv of its own, so it never enters constraints.txt.
+FUZZ_VENV := .venv-fuzz
+$(FUZZ_VENV)/bin/schemathesis:
+	python3 -m venv $(FUZZ_VENV)
+	$(FUZZ_VENV)/bin/python -m pip install --quiet 'schemathesis==4.32.5'
+
+fuzz: $(TEST_STAMP) $(FUZZ_VENV)/bin/schemathesis
+	$(PY) -m fuzz.api --max-examples 50
 
 docs: $(TEST_STAMP)
 	$(PY) docs/update_readme.py
