@@ -214,7 +214,10 @@ def _obituary(child: Child) -> str:
     code = child.process.returncode
     how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
     tail = child.log_tail().rstrip()
-    where = f"; the end of {child.log}:\n{tail}" if tail else ""
+    if tail:
+        where = f"; the end of {child.log}:\n{tail}"
+    else:
+        where = f"; its log, {child.log}, is empty" if child.log is not None else ""
     return f"{child.name} {how}, so everything stopped{where}"
 
 
