@@ -10,6 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from shared.approvals import Notification
+from shared.client import Conversation
+from shared.events import ConversationStatus
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -64,3 +68,21 @@ class WorkerProcess:
             self.process.kill()
             self.process.wait()
         self.process = None
+
+
+def effect_prompt(note: str) -> str:
+    """A prompt on which the demo model calls `record_effect` (tests/effect_tools.py)."""
+    return f'call record_effect {{"note": "{note}"}}'
+
+
+def parked(
+    conversation: Conversation, count: int = 1, timeout_s: float = 20.0
+) -> list[Notification]:
+    """The conversation's pending notifications once it waits for a person with `count` of them."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pending = conversation.pending_notifications()
+        if len(pending) >= count and conversation.status is ConversationStatus.WAITING_FOR_USER:
+            return pending
+        time.sleep(0.02)
+    raise AssertionError(f"conversation {conversation.conversation_id} did not park")

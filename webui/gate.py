@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from shared.batches import BatchStore
 from shared.config import ToolPolicy
 from shared.conversations import ConversationRecord
+from shared.errors import InvalidInput
 from shared.keys import check_id
 from shared.policy import PolicyStore, loosening_fields
 from shared.users import Role
@@ -81,7 +82,7 @@ def check_chosen_id(principal: Principal, chosen: str | None, what: str) -> None
     namespace = f"{principal.name}."
     try:
         check_id(namespace + "x")
-    except Exception:
+    except InvalidInput:
         raise _forbidden(
             f"{what}: the caller's name {principal.name!r} cannot prefix an id; let the server "
             "choose the id",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from shared.config import ToolPolicy
@@ -46,14 +47,18 @@ def policy_for(
         return None
     if leg.config.tools is not None and name not in leg.config.tools:
         return None
-    sticky = leg.flags.get(f"allow:{name}") == "1" or (for_call and _allowed_for_batch(leg, name))
-    return effective_policy(
+    decide = partial(
+        effective_policy,
         name,
         default=registry.get(name).policy,
         operator=leg.operator_policy(),
         config=leg.config,
-        sticky_allow=sticky,
     )
+    policy = decide()
+    if policy is ToolPolicy.AUTO:
+        return policy  # a sticky allow changes nothing: no need to read the batch's
+    sticky = leg.flags.get(f"allow:{name}") == "1" or (for_call and _allowed_for_batch(leg, name))
+    return decide(sticky_allow=True) if sticky else policy
 
 
 def _allowed_for_batch(leg: Leg, name: str) -> bool:

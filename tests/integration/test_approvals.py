@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from shared.approvals import Allow, Deny, NotificationKind, NotificationStatus, Submit
-from shared.client import Client, Conversation
+from shared.client import Client
 from shared.embedded_redis import EmbeddedRedis
 from shared.errors import Cancelled, Conflict, InvalidInput, NotFound
-from shared.events import ConversationStatus
 from shared.settings import Settings
 from shared.steps import StepStatus, StepType
-from tests.stack import WorkerProcess
+from tests.stack import WorkerProcess, effect_prompt, parked
 
 EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Report", "body": "All good."}'
 
@@ -40,20 +39,6 @@ def stack_env(
 @pytest.fixture
 def effects(stack_env: dict[str, str]) -> Path:
     return Path(stack_env["SIGNOFF_TEST_EFFECTS"])
-
-
-def parked(conversation: Conversation, count: int = 1, timeout_s: float = 20.0) -> list:  # type: ignore[type-arg]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        pending = conversation.pending_notifications()
-        if len(pending) >= count and conversation.status is ConversationStatus.WAITING_FOR_USER:
-            return pending
-        time.sleep(0.02)
-    raise AssertionError(f"conversation {conversation.conversation_id} did not park")
-
-
-def effect_prompt(note: str) -> str:
-    return f'call record_effect {{"note": "{note}"}}'
 
 
 def test_park_releases_the_worker_and_allow_resumes_once(client: Client, effects: Path) -> None:

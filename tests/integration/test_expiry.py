@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.approvals import Allow, Deny, Notification, NotificationStatus
-from shared.client import Client, Conversation
+from shared.approvals import Allow, Deny, NotificationStatus
+from shared.client import Client
 from shared.embedded_redis import EmbeddedRedis
 from shared.errors import Conflict
 from shared.events import ConversationStatus
 from shared.settings import Settings
 from shared.tasks import queue_name
-from tests.stack import ROOT, WorkerProcess
+from tests.stack import ROOT, WorkerProcess, effect_prompt, parked
 
 SWEEP_INTERVAL_S = 0.5
 
@@ -46,20 +46,6 @@ def effects(stack_env: dict[str, str]) -> Path:
     return Path(stack_env["SIGNOFF_TEST_EFFECTS"])
 
 
-def effect_prompt(note: str) -> str:
-    return f'call record_effect {{"note": "{note}"}}'
-
-
-def parked(conversation: Conversation, timeout_s: float = 20.0) -> Notification:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        pending = conversation.pending_notifications()
-        if pending and conversation.status is ConversationStatus.WAITING_FOR_USER:
-            return pending[0]
-        time.sleep(0.02)
-    raise AssertionError(f"conversation {conversation.conversation_id} did not park")
-
-
 def expiry_audit(client: Client, nid: str) -> list[dict[str, str]]:
     return [e for e in client.notifications.audit(count=1000) if e["notification_id"] == nid]
 
@@ -69,7 +55,7 @@ def test_a_resolution_just_after_the_deadline_is_refused_and_expires_it(
 ) -> None:
     conversation = client.new_conversation(tools={"record_effect": "ask"}, approval_timeout_s=1)
     turn = conversation.send(effect_prompt("too-late"))
-    note = parked(conversation)
+    note = parked(conversation)[0]
     assert note.expires_at is not None
     while client.notifications.clock() < note.expires_at + 0.03:  # Redis's clock decides
         time.sleep(0.005)
@@ -98,7 +84,7 @@ def test_a_resolution_just_after_the_deadline_is_refused_and_expires_it(
 def test_an_expiry_before_the_deadline_changes_nothing(client: Client) -> None:
     conversation = client.new_conversation(tools={"record_effect": "ask"}, approval_timeout_s=60)
     turn = conversation.send(effect_prompt("in-time"))
-    note = parked(conversation)
+    note = parked(conversation)[0]
     assert note.expires_at is not None
     # A sweeper whose clock runs a minute ahead of Redis's finds it due; Redis says no.
     assert client.notifications.expire_due(now=note.expires_at + 1) == []
@@ -164,7 +150,7 @@ def test_beat_expires_on_time_with_no_worker_and_the_advance_waits_for_one(
     parker = WorkerProcess(env, concurrency=1, name="parker").start()
     conversation = client.new_conversation(tools={"record_effect": "ask"}, approval_timeout_s=4)
     turn = conversation.send(effect_prompt("no-worker"))
-    note = parked(conversation)
+    note = parked(conversation)[0]
     parker.stop()
     assert note.expires_at is not None
 

@@ -25,6 +25,7 @@ from shared.events import ConversationStatus
 from shared.inbox_index import INDEXED_FIELD, index_commands
 from shared.notifications import NotificationStore
 from shared.steps import ToolCall
+from tests.stack import effect_prompt, parked
 from worker.reconcile import Reconciled, Reconciler
 from worker.sweeper import Sweeper, Swept
 
@@ -71,20 +72,6 @@ def sweeper(client: Client, *, grace_s: float = 0.0, page: int = 2_000) -> Sweep
         send_advance=client.tasks.advance,
         reconciler=reconciler,
     )
-
-
-def effect_prompt(note: str) -> str:
-    return f'call record_effect {{"note": "{note}"}}'
-
-
-def parked(conversation: Conversation, timeout_s: float = 20.0) -> Notification:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        pending = conversation.pending_notifications()
-        if pending and conversation.status is ConversationStatus.WAITING_FOR_USER:
-            return pending[0]
-        time.sleep(0.02)
-    raise AssertionError(f"conversation {conversation.conversation_id} did not park")
 
 
 def deliveries(client: Client, stream: str, nid: str) -> list[str]:
@@ -146,7 +133,7 @@ def test_a_stranded_approval_is_filed_and_delivered_again_exactly_once(
     client: Client, effects: Path
 ) -> None:
     bid, conversation = park_a_batch_item(client, "stranded")
-    note = parked(conversation)
+    note = parked(conversation)[0]
     assert batches(client).info(bid).counts[BatchState.WAITING] == 1
     lose_the_global_writes(client, note)
     batches(client).transition(bid, conversation.conversation_id, BatchState.RUNNING)
@@ -179,7 +166,7 @@ def test_a_stranded_approval_is_filed_and_delivered_again_exactly_once(
 def test_only_a_missing_global_delivery_is_added_again(client: Client) -> None:
     conversation = client.new_conversation(tools={"record_effect": "ask"})
     conversation.send(effect_prompt("half-lost"))
-    note = parked(conversation)
+    note = parked(conversation)[0]
     assert client.redis.hget(client.keys.notification(note.id), INDEXED_FIELD) == "1"
     assert sweeper(client).sweep().reconciled == Reconciled()  # nothing to repair
     global_stream, own_stream = streams(client, note)
@@ -209,7 +196,7 @@ def test_a_resolution_whose_clean_up_was_lost_is_cleaned_and_resumed(
 ) -> None:
     conversation = client.new_conversation(tools={"record_effect": "ask"})
     turn = conversation.send(effect_prompt("half-resolved"))
-    note = parked(conversation)
+    note = parked(conversation)[0]
     dying = DiesAfterTheCompareAndSet(client.redis, client.keys, client.settings, client.tasks)
     with pytest.raises(ResolverDied):
         dying.resolve(note.id, Allow(), actor="ops")
@@ -280,7 +267,7 @@ def stale(client: Client, n: int, expires_at: float, *, record: bool) -> str:
 def test_six_hundred_stale_deadlines_do_not_hold_back_a_due_one(client: Client) -> None:
     conversation = client.new_conversation(tools={"record_effect": "ask"}, approval_timeout_s=1)
     turn = conversation.send(effect_prompt("due"))
-    note = parked(conversation)
+    note = parked(conversation)[0]
     assert note.expires_at is not None
     stale_ids = [stale(client, n, note.expires_at - 100 - n, record=n % 2 == 0) for n in range(600)]
     while client.notifications.clock() < note.expires_at:
@@ -300,7 +287,7 @@ def test_the_cursor_walks_every_conversation_a_page_per_pass(client: Client) -> 
         client.new_conversation()
     conversation = client.new_conversation(tools={"record_effect": "ask"})
     conversation.send(effect_prompt("far-down"))
-    note = parked(conversation)
+    note = parked(conversation)[0]
     lose_the_global_writes(client, note)
     client.redis.hdel(client.keys.reconcile_cursors(), client.keys.conversations())
     page = 3

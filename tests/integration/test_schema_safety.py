@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from shared.approvals import Submit
-from shared.client import Client, Conversation
+from shared.client import Client
 from shared.errors import InvalidInput, TurnFailed
-from shared.events import ConversationStatus
 from shared.steps import StepStatus, StepType
+from tests.stack import parked
 
 EVIL: dict[str, Any] = {
     "type": "object",
@@ -26,16 +26,6 @@ EVIL: dict[str, Any] = {
 }
 NEAR_MISS = "a" * 60 + "!"  # the scripted model quotes it in its answer
 SMALL_BOUND_S = 15.0  # a turn of the scripted model with #slow takes a few seconds
-
-
-def _parked(conversation: Conversation, timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        pending = conversation.pending_notifications()
-        if pending and conversation.status is ConversationStatus.WAITING_FOR_USER:
-            return pending[0]
-        time.sleep(0.02)
-    raise AssertionError(f"conversation {conversation.conversation_id} did not park")
 
 
 def _ask(schema: dict[str, Any]) -> str:
@@ -72,7 +62,7 @@ def test_the_evil_pattern_still_accepts_a_matching_answer(client: Client) -> Non
 def test_an_operator_answer_is_checked_against_an_evil_question_schema(client: Client) -> None:
     conversation = client.new_conversation()
     turn = conversation.send(_ask(EVIL))
-    note = _parked(conversation)
+    note = parked(conversation)[0]
     assert note.submit_schema == EVIL
     started = time.monotonic()
     with pytest.raises(InvalidInput, match=r"does not match '\(a\+\)\+\$'"):

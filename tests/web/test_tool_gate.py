@@ -223,17 +223,14 @@ def test_an_item_whose_conversation_appears_midway_fails_instead_of_running(
 
     bid = svc.batches.create(BatchConfig(), batch_id="race")
     cid = svc.batches.conversation_id(bid, "x")
-    original = svc.batches._refuse_taken
-    svc.batches._refuse_taken = lambda *_: (
-        svc.client.new_conversation(  # type: ignore[method-assign]
-            conversation_id=cid, allow_all=True
-        )
-        and None
-    )
-    try:
+
+    def squat_after_the_check(*_: object) -> None:
+        """Stands in for the check: the squatter's conversation appears right after it."""
+        svc.client.new_conversation(conversation_id=cid, allow_all=True)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(svc.batches, "_refuse_taken", squat_after_the_check)
         svc.batches.submit(bid, [BatchLine(1, "x", prompt=as_content("hello"))])
-    finally:
-        svc.batches._refuse_taken = original  # type: ignore[method-assign]
     svc.batches.finish_submission(bid)
     assert svc.redis.llen(svc.keys.inbox(cid)) == 0
     [result] = list(svc.batches.results(bid))
