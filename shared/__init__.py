@@ -10,6 +10,7 @@ from shared.content import Content, Media, SlashCommand, TextPart
 from shared.events import ChatResponse, ConversationStatus, TurnStatus
 from shared.settings import DoubleTextPolicy, Settings, load_settings
 from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, UsageMetadata
+from shared.workspace import FileRead
 
 __all__ = [
     "AsyncClient",
@@ -21,6 +22,7 @@ __all__ = [
     "ConversationConfig",
     "ConversationStatus",
     "DoubleTextPolicy",
+    "FileRead",
     "Media",
     "Settings",
     "SlashCommand",

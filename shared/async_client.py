@@ -26,6 +26,8 @@ from shared.steps import Step, UsageMetadata
 from shared.tasks import TaskSender
 from shared.turn_stream import TurnFollower
 from shared.validation import validate_prompt
+from shared.workspace import FileRead
+from shared.workspace import read_file as read_workspace_file
 
 __all__ = ["AsyncClient", "AsyncConversation"]
 
@@ -248,3 +250,8 @@ class AsyncConversation:
             reply = await self.client.redis.eval(script.body, len(keys), *keys, *args)
         if store.check_abort(self.conversation_id, reply):
             await asyncio.to_thread(self.client.tasks.advance, self.conversation_id)
+
+    async def read_file(self, path: str) -> FileRead:
+        """`Conversation.read_file`: the same confined, exact read, in a thread."""
+        await self.record()  # NotFound for a conversation that does not exist, as in the API
+        return await asyncio.to_thread(read_workspace_file, path, self.client.settings)

@@ -32,6 +32,8 @@ from shared.steps import Step, UsageMetadata
 from shared.tasks import TaskSender
 from shared.turn_stream import TurnFollower
 from shared.validation import validate_prompt
+from shared.workspace import FileRead
+from shared.workspace import read_file as read_workspace_file
 
 __all__ = ["Client", "Conversation"]
 
@@ -372,3 +374,16 @@ class Conversation:
             consumer=consumer,
             min_idle_ms=min_idle_ms,
         )
+
+    # Files
+
+    def read_file(self, path: str) -> FileRead:
+        """A workspace file's exact bytes, confined exactly as the worker's read_file tool is.
+
+        `path` is relative to SIGNOFF_WORKSPACE_ROOTS, read from this process's filesystem
+        (the workers' own). PathRefused for a path that leads outside the roots or names no
+        readable file, NotFound for a missing file (or conversation), NotConfigured without
+        roots.
+        """
+        self.record()  # NotFound for a conversation that does not exist, as in the API
+        return read_workspace_file(path, self.client.settings)

@@ -4,8 +4,10 @@
     ├── InvalidInput          bad input from a caller (prompt, schema, settings)
     │   ├── PromptRejected
     │   ├── PayloadTooLarge
-    │   └── SettingsError
-    ├── NotFound              an id that names nothing
+    │   ├── SettingsError
+    │   └── PathRefused       a workspace path that leads out, or names no readable file
+    ├── NotFound              an id (or a workspace file) that names nothing
+    ├── NotConfigured         a feature whose setting is unset (file reads without roots)
     ├── Conflict              the state moved on (double resolve, busy conversation)
     ├── ConversationClosed    the conversation was closed for good
     ├── Cancelled             work ended by abort()
@@ -26,7 +28,9 @@ __all__ = [
     "ConversationClosed",
     "CorruptRecord",
     "InvalidInput",
+    "NotConfigured",
     "NotFound",
+    "PathRefused",
     "PayloadTooLarge",
     "PromptRejected",
     "ProviderError",
@@ -72,10 +76,22 @@ class SettingsError(InvalidInput):
     code = "invalid_settings"
 
 
+class PathRefused(InvalidInput):
+    """Raised when a workspace path leads outside the roots or names no file that may be read."""
+
+    code = "path_refused"
+
+
 class NotFound(SignoffError):
-    """Raised when an id names no conversation, turn, notification or batch."""
+    """Raised when an id names no conversation, turn, notification or batch, or a path no file."""
 
     code = "not_found"
+
+
+class NotConfigured(SignoffError):
+    """Raised when a feature needs a setting that is unset or unusable, e.g. workspace roots."""
+
+    code = "not_configured"
 
 
 class Conflict(SignoffError):

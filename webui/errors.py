@@ -19,7 +19,9 @@ from shared.errors import (
     ConversationClosed,
     CorruptRecord,
     InvalidInput,
+    NotConfigured,
     NotFound,
+    PathRefused,
     PayloadTooLarge,
     ProviderError,
     SignoffError,
@@ -33,9 +35,11 @@ log = logging.getLogger(__name__)
 RETRY_AFTER_S = "1"
 
 _STATUSES: tuple[tuple[type[SignoffError], int], ...] = (
+    (PathRefused, 403),  # a workspace path leading out, or naming no readable file
     (PayloadTooLarge, 413),
     (InvalidInput, 422),
     (NotFound, 404),
+    (NotConfigured, 404),  # e.g. no workspace roots: there is nothing to read
     (Conflict, 409),
     (ConversationClosed, 409),
     (CorruptRecord, 500),  # the record is wrong, not Redis: retrying will not help

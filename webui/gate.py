@@ -3,8 +3,9 @@
 A submitter may create conversations and batches, but only tighten the operator's tool
 policy (never `allow_all`, never a `tools` entry looser than the rules, never labels,
 which rules can be scoped by); choose ids only in its own namespace (``<name>.``); and
-act only on conversations and batches it created. Each refusal is a 403 naming the
-field or the record. Operators may do all of it.
+act only on conversations and batches it created (reading workspace files through a
+conversation included). Each refusal is a 403 naming the field or the record. Operators
+may do all of it.
 """
 
 from __future__ import annotations
@@ -96,13 +97,18 @@ def check_chosen_id(principal: Principal, chosen: str | None, what: str) -> None
         )
 
 
-def check_conversation_owner(principal: Principal, record: ConversationRecord) -> None:
+def check_conversation_owner(
+    principal: Principal,
+    record: ConversationRecord,
+    *,
+    action: str = "send prompts to it, abort or close it",
+) -> None:
     """A non-operator acts only on conversations it created."""
     if is_operator(principal) or record.owner == principal.name:
         return
     raise _forbidden(
         f"conversation {record.conversation_id} was not created by {principal.name!r}; only its "
-        "creator or an operator may send prompts to it, abort or close it"
+        f"creator or an operator may {action}"
     )
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "json_body",
     "last_event_id",
     "number_value",
+    "required_param",
     "stream_id_param",
 ]
 
@@ -61,6 +62,14 @@ def int_param(name: str, default: int, *, low: int, high: int) -> int:
     if value is None or not low <= value <= high:
         raise _bad(name, f"must be an integer from {low} to {high}, got {raw[:30]!r}")
     return value
+
+
+def required_param(name: str) -> str:
+    """A query parameter that must be given and not empty."""
+    raw = request.args.get(name)
+    if not raw:
+        raise _bad(name, "is required")
+    return raw
 
 
 def number_value(name: str, raw: str, *, low: float, high: float) -> float:

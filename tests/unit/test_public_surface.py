@@ -23,6 +23,7 @@ MODULES = [
     "shared.client",
     "shared.async_client",
     "shared.config",
+    "shared.workspace",
     "worker.tools",
     "worker.providers.base",
 ]

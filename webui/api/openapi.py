@@ -50,8 +50,9 @@ _EVENT = {
 _ERRORS = {
     400: "Malformed JSON or a bad parameter",
     401: "No or invalid credentials",
-    403: "The caller's role does not allow this, or the CSRF token is missing",
-    404: "No such conversation, turn, notification or batch",
+    403: "The caller's role does not allow this, the CSRF token is missing, or a workspace path "
+    "is refused (it leads outside the roots or names no readable file)",
+    404: "No such conversation, turn, notification, batch or workspace file (or no workspace)",
     409: "Conflict: the state moved on (e.g. a bulk count changed), or it is closed/cancelled",
     413: "The prompt or the request body is too large",
     422: "The body is valid JSON but not a valid request",
@@ -158,7 +159,7 @@ def _parameter(param: Param) -> dict[str, Any]:
     found = {
         "name": param.name,
         "in": param.located,
-        "required": False,
+        "required": param.required,
         "schema": param.schema,
         "description": param.description,
     }

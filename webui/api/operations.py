@@ -25,6 +25,7 @@ class Param:
     located: str = "query"
     # ``?name=`` reads as unset (HTML forms send empty fields): `allowEmptyValue` in the document.
     allow_empty: bool = True
+    required: bool = False  # absent (or empty, unless `allow_empty`) is a 400 naming it
 
     def integer(self) -> int:
         """This integer's value, within the bounds the document declares (400 outside them)."""

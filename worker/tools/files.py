@@ -1,20 +1,20 @@
 """The built-in file tools: read_file, list_files and write_file, confined to the workspace.
 
-Every path goes through `resolve_path`, and what is opened is the resolved path,
-with ``O_NOFOLLOW`` so a link swapped in afterwards is not followed, and
-``O_NONBLOCK`` so a FIFO cannot hang the worker. Sizes and counts are bounded.
+Every path goes through `resolve_path`, and what is opened is the resolved path, by
+`shared.workspace` (``O_NOFOLLOW``, ``O_NONBLOCK``, regular files only); read_file reads
+exactly as the clients' and the API's file reads do. Sizes and counts are bounded.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from typing import Any
 
 from shared.config import ToolPolicy
 from shared.settings import Settings
+from shared.workspace import MAX_READ_BYTES, WorkspacePath, open_regular, read_bytes
 from worker.tools.base import Tool, ToolContext, ToolFailed, object_schema, tool
-from worker.tools.workspace import WorkspacePath, resolve_path
+from worker.tools.workspace import refusals, resolve_path
 
 __all__ = [
     "FILE_TOOLS",
@@ -27,7 +27,6 @@ __all__ = [
     "write_file",
 ]
 
-MAX_READ_BYTES = 1_000_000
 MAX_WRITE_BYTES = 1_000_000
 MAX_LIST_ENTRIES = 1_000
 
@@ -62,7 +61,8 @@ def _failure(action: str, target: WorkspacePath, exc: OSError) -> ToolFailed:
 def read_file(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     """Returns a file's exact text; binary, non-UTF-8 and oversized files are refused."""
     target = resolve_path(args["path"], context.settings)
-    data = _read_bytes(target)
+    with refusals():
+        data = read_bytes(target, directory_hint="use list_files")
     if b"\x00" in data:
         raise ToolFailed(f"file {target.relative!r} looks binary (it contains NUL bytes)")
     try:
@@ -72,33 +72,6 @@ def read_file(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
             f"file {target.relative!r} is not UTF-8 text (invalid byte at offset {exc.start})"
         ) from exc
     return {"path": target.relative, "content": text, "size": len(data)}
-
-
-def _read_bytes(target: WorkspacePath) -> bytes:
-    fd = _open_regular(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, "read")
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(MAX_READ_BYTES + 1)
-    except OSError as exc:
-        raise _failure("read", target, exc) from exc
-    if len(data) > MAX_READ_BYTES:
-        raise ToolFailed(f"file {target.relative!r} is over the limit of {MAX_READ_BYTES} bytes")
-    return data
-
-
-def _open_regular(target: WorkspacePath, flags: int, action: str) -> int:
-    """A descriptor on the resolved path, refusing anything but a regular file."""
-    try:
-        fd = os.open(target.path, flags, 0o644)
-    except OSError as exc:
-        raise _failure(action, target, exc) from exc
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISREG(mode):
-        return fd
-    os.close(fd)
-    if stat.S_ISDIR(mode):
-        raise ToolFailed(f"{target.relative!r} is a directory; use list_files")
-    raise ToolFailed(f"{target.relative!r} is not a regular file")
 
 
 @tool(
@@ -176,7 +149,8 @@ def write_file(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
 def _write_bytes(target: WorkspacePath, data: bytes) -> None:
     _make_parents(target)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
-    fd = _open_regular(target, flags, "write")
+    with refusals():
+        fd = open_regular(target, flags, "write")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
