@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Unpack
 
 from shared.chunks import StreamChunk
 from shared.client import Prompt
@@ -25,7 +25,7 @@ from shared.settings import Settings, load_settings
 from shared.steps import Step, UsageMetadata
 from shared.tasks import TaskSender
 from shared.turn_stream import TurnFollower
-from shared.validation import validate_prompt
+from shared.validation import PromptOptionArgs, prompt_options, validate_prompt
 from shared.workspace import FileRead
 from shared.workspace import read_file as read_workspace_file
 
@@ -88,23 +88,28 @@ class AsyncConversation:
                 results = await pipe.execute()
         return store.parse_get(self.conversation_id, results)
 
-    async def _submit(self, content: Prompt) -> tuple[str, str]:
+    async def _submit(self, content: Prompt, options: PromptOptionArgs) -> tuple[str, str]:
+        checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)
         store = self.client.store
         with storage_errors(f"submitting a prompt to conversation {self.conversation_id}"):
             async with self.client.redis.pipeline(transaction=False) as pipe:
-                turn_id = store.queue_submit(pipe, self.conversation_id, prompt)
+                turn_id = store.queue_submit(pipe, self.conversation_id, prompt, options=checked)
                 _, reply = await pipe.execute()
         after = store.check_submit(self.conversation_id, reply)
         await asyncio.to_thread(self.client.tasks.advance, self.conversation_id)
         return turn_id, after
 
-    async def send(self, content: Prompt) -> str:
-        return (await self._submit(content))[0]
+    # Every send method takes the prompt's own options (`PromptOptionArgs`), for its turn only.
 
-    async def chat(self, content: Prompt) -> AsyncIterator[StreamChunk]:
+    async def send(self, content: Prompt, **options: Unpack[PromptOptionArgs]) -> str:
+        return (await self._submit(content, options))[0]
+
+    async def chat(
+        self, content: Prompt, **options: Unpack[PromptOptionArgs]
+    ) -> AsyncIterator[StreamChunk]:
         """Sends at once; the returned iterator yields the turn's chunks."""
-        turn_id, after = await self._submit(content)
+        turn_id, after = await self._submit(content, options)
         return self._chunks_of(turn_id, after)
 
     async def _chunks_of(self, turn_id: str, after: str) -> AsyncIterator[StreamChunk]:
@@ -115,12 +120,16 @@ class AsyncConversation:
         if follower.error is not None:
             raise follower.error
 
-    async def chat_to_completion(self, content: Prompt) -> ChatResponse:
-        turn_id, after = await self._submit(content)
+    async def chat_to_completion(
+        self, content: Prompt, **options: Unpack[PromptOptionArgs]
+    ) -> ChatResponse:
+        turn_id, after = await self._submit(content, options)
         return await self.wait_for_turn(turn_id, after_event_id=after)
 
-    async def chat_content(self, content: Prompt) -> ChatResponse:
-        return await self.chat_to_completion(content)
+    async def chat_content(
+        self, content: Prompt, **options: Unpack[PromptOptionArgs]
+    ) -> ChatResponse:
+        return await self.chat_to_completion(content, **options)
 
     async def wait_for_turn(
         self, turn_id: str, *, after_event_id: str = "0-0", timeout: float | None = None
@@ -239,8 +248,18 @@ class AsyncConversation:
     async def abort(self) -> None:
         await self._abort(close=False)
 
-    async def close(self) -> None:
+    async def close(self, timeout: float | None = 60.0) -> None:
+        """Refuses new prompts for good, aborts, and returns once the turn has settled.
+
+        A turn still running after `timeout` seconds raises TimeoutError (None: no limit;
+        0: return at once and let it settle in the background).
+        """
         await self._abort(close=True)
+        if timeout != 0 and not await self.wait_for_idle(timeout):
+            raise TimeoutError(
+                f"conversation {self.conversation_id} is closed, but its turn had not "
+                f"settled within {timeout}s (is a worker running?)"
+            )
 
     async def _abort(self, *, close: bool) -> None:
         store = self.client.store

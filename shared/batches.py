@@ -21,7 +21,7 @@ import redis
 from pydantic import BaseModel, Field, ValidationError
 
 from shared.batch_scripts import CREATE, REGISTER, TRANSITION
-from shared.config import ConversationConfig
+from shared.config import ConversationConfig, PromptOptions
 from shared.content import Content
 from shared.conversations import ConversationStore, OnCorrupt, new_id
 from shared.errors import Conflict, CorruptRecord, NotFound, SignoffError
@@ -30,9 +30,10 @@ from shared.redis_client import storage_errors
 from shared.settings import Settings
 from shared.steps import USAGE_FIELDS, UsageMetadata
 from shared.tasks import Advancer
-from shared.validation import validate_prompt
+from shared.validation import prompt_options, validate_prompt
 
 __all__ = [
+    "LINE_OPTIONS",
     "BatchConfig",
     "BatchInfo",
     "BatchLine",
@@ -41,6 +42,7 @@ __all__ = [
     "BatchStore",
     "SubmitReport",
     "batch_owner",
+    "line_options",
     "parse_line",
 ]
 
@@ -90,6 +92,7 @@ class BatchLine:
     id: str
     prompt: Content | None = None
     error: str = ""
+    options: PromptOptions | None = None  # this item's prompt options, over the batch's
 
 
 @dataclass
@@ -147,9 +150,20 @@ def parse_line(number: int, raw: str, settings: Settings) -> BatchLine | None:
         content = validate_prompt(
             prompt if isinstance(prompt, str) else Content.model_validate(prompt), settings
         )
+        options = line_options(data)
     except (SignoffError, ValidationError) as exc:
         return BatchLine(number, item_id, error=f"line {number}: {exc}")
-    return BatchLine(number, item_id, prompt=content)
+    return BatchLine(number, item_id, prompt=content, options=options)
+
+
+LINE_OPTIONS = ("tool_selection", "timeout_s", "response_schema")
+"""The prompt options a batch line (or API item) may carry beside its prompt."""
+
+
+def line_options(data: dict[str, Any]) -> PromptOptions:
+    """A line's own `tool_selection`, `timeout_s` and `response_schema`, checked."""
+    chosen = {name: data[name] for name in LINE_OPTIONS if data.get(name) is not None}
+    return prompt_options(**chosen)
 
 
 class BatchStore:
@@ -341,7 +355,7 @@ class BatchStore:
         prompt = None if line.error else line.prompt
         turn_id, submit_reply = queued.get(cid, ""), None
         if prompt is not None and not turn_id:
-            turn_id = self._queue_turn(pipe, bid, config, line.id, prompt)
+            turn_id = self._queue_turn(pipe, bid, config, line, prompt)
             submit_reply = len(pipe.command_stack) - 1
         if prompt is not None:
             report.submitted += 1
@@ -368,16 +382,18 @@ class BatchStore:
         return _Placed(cid, submit_reply, items_reply)
 
     def _queue_turn(
-        self, pipe: Any, bid: str, config: ConversationConfig, item_id: str, prompt: Content
+        self, pipe: Any, bid: str, config: ConversationConfig, line: BatchLine, prompt: Content
     ) -> str:
         """Queues the item's conversation, held, and its turn (the submit script last)."""
-        cid = self.conversation_id(bid, item_id)
-        metadata = {**config.metadata, "batch_item": item_id}
+        cid = self.conversation_id(bid, line.id)
+        metadata = {**config.metadata, "batch_item": line.id}
         owner = batch_owner(bid)
         self.conversations.queue_create(
             pipe, cid, config.model_copy(update={"metadata": metadata}), owner=owner, held=True
         )
-        return self.conversations.queue_submit(pipe, cid, prompt, owner=owner, index=False)
+        return self.conversations.queue_submit(
+            pipe, cid, prompt, owner=owner, index=False, options=line.options
+        )
 
     # State changes
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Unpack
 
 import redis
 
@@ -17,7 +17,7 @@ from shared.approvals import Notification, Resolution
 from shared.chunks import StreamChunk
 from shared.config import ConversationConfig, ToolPolicy, ToolSelection, TurnLimits
 from shared.content import Content, ContentPart
-from shared.conversations import ConversationRecord, ConversationStore
+from shared.conversations import ConversationRecord, ConversationStore, Submission
 from shared.errors import Conflict, NotFound
 from shared.event_log import EventLog
 from shared.events import ChatResponse, ConversationStatus, EventBase
@@ -31,7 +31,7 @@ from shared.settings import DoubleTextPolicy, Settings, load_settings
 from shared.steps import Step, UsageMetadata
 from shared.tasks import TaskSender
 from shared.turn_stream import TurnFollower
-from shared.validation import validate_prompt
+from shared.validation import PromptOptionArgs, prompt_options, validate_prompt
 from shared.workspace import FileRead
 from shared.workspace import read_file as read_workspace_file
 
@@ -165,24 +165,29 @@ class Conversation:
         self.conversation_id = conversation_id
 
     # Sending
+    #
+    # Every send method takes the prompt's own options (`PromptOptionArgs`), for its
+    # turn only: `tool_selection`, `timeout_s` and `response_schema` override the
+    # conversation's.
 
-    def send(self, content: Prompt) -> str:
+    def send(self, content: Prompt, **options: Unpack[PromptOptionArgs]) -> str:
         """Validates and queues a prompt; returns its turn id. Invalid prompts queue nothing."""
-        return self._submit(content).turn_id
+        return self._submit(content, options).turn_id
 
-    def _submit(self, content: Prompt) -> Any:
+    def _submit(self, content: Prompt, options: PromptOptionArgs) -> Submission:
+        checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)
-        submission = self.client.store.submit(self.conversation_id, prompt)
+        submission = self.client.store.submit(self.conversation_id, prompt, options=checked)
         self.client.tasks.advance(self.conversation_id)
         return submission
 
-    def chat(self, content: Prompt) -> Iterator[StreamChunk]:
+    def chat(self, content: Prompt, **options: Unpack[PromptOptionArgs]) -> Iterator[StreamChunk]:
         """Sends a prompt and yields its Thought, Text and ToolCall chunks as they arrive.
 
         The prompt is sent at once, before the first chunk is asked for. The stream ends
         with the turn: a failed turn raises TurnFailed, an aborted one Cancelled.
         """
-        submission = self._submit(content)
+        submission = self._submit(content, options)
         return self._chunks_of(submission.turn_id, submission.after_event_id)
 
     def _chunks_of(self, turn_id: str, after: str) -> Iterator[StreamChunk]:
@@ -192,14 +197,16 @@ class Conversation:
         if follower.error is not None:
             raise follower.error
 
-    def chat_to_completion(self, content: Prompt) -> ChatResponse:
+    def chat_to_completion(
+        self, content: Prompt, **options: Unpack[PromptOptionArgs]
+    ) -> ChatResponse:
         """Sends a prompt and returns the authoritative completed value of its turn."""
-        submission = self._submit(content)
+        submission = self._submit(content, options)
         return self.wait_for_turn(submission.turn_id, after_event_id=submission.after_event_id)
 
-    def chat_content(self, content: Content) -> ChatResponse:
+    def chat_content(self, content: Content, **options: Unpack[PromptOptionArgs]) -> ChatResponse:
         """`chat_to_completion` for multimodal Content (text, media, slash commands)."""
-        return self.chat_to_completion(content)
+        return self.chat_to_completion(content, **options)
 
     def wait_for_turn(
         self, turn_id: str, *, after_event_id: str = "0-0", timeout: float | None = None
@@ -331,11 +338,22 @@ class Conversation:
         if active:
             self.client.tasks.advance(self.conversation_id)
 
-    def close(self) -> None:
-        """Aborts, then refuses new prompts for good; history stays readable."""
+    def close(self, timeout: float | None = 60.0) -> None:
+        """Refuses new prompts for good, aborts, and returns once the turn has settled.
+
+        Settled: the running turn (and every queued one) has ended, cancelled or
+        completed; history stays readable. The refusal holds at once, whatever the wait;
+        a turn still running after `timeout` seconds raises TimeoutError (None: no limit;
+        0: return at once and let it settle in the background, as the web does).
+        """
         active = self.client.store.abort(self.conversation_id, close=True)
         if active:
             self.client.tasks.advance(self.conversation_id)
+        if timeout != 0 and not self.wait_for_idle(timeout):
+            raise TimeoutError(
+                f"conversation {self.conversation_id} is closed, but its turn had not "
+                f"settled within {timeout}s (is a worker running?)"
+            )
 
     @property
     def status(self) -> ConversationStatus:

@@ -19,6 +19,7 @@ __all__ = [
     "MAX_TOOL_CALLS",
     "MAX_TURN_TIMEOUT_S",
     "ConversationConfig",
+    "PromptOptions",
     "ToolPolicy",
     "ToolSelection",
     "TurnLimits",
@@ -132,3 +133,32 @@ class ConversationConfig(BaseModel):
         }
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(base)
+
+
+class PromptOptions(BaseModel):
+    """One prompt's overrides of its conversation's defaults, for that turn only.
+
+    The seed's prompt request carries these (`with_tool_selection`, `with_timeout`).
+    None keeps the conversation's value. Tool policy is not here: a prompt never
+    changes what needs a sign-off.
+    """
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False, extra="forbid")
+
+    tool_selection: ToolSelection | None = None
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TURN_TIMEOUT_S)
+    response_schema: dict[str, Any] | None = None
+
+    def is_empty(self) -> bool:
+        return self == PromptOptions()
+
+    def apply(self, config: ConversationConfig) -> ConversationConfig:
+        """The configuration this prompt's turn runs with."""
+        update: dict[str, Any] = {}
+        if self.tool_selection is not None:
+            update["tool_selection"] = self.tool_selection
+        if self.timeout_s is not None:
+            update["limits"] = config.limits.model_copy(update={"timeout_s": self.timeout_s})
+        if self.response_schema is not None:
+            update["response_schema"] = self.response_schema
+        return config.model_copy(update=update) if update else config

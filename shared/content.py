@@ -1,7 +1,8 @@
 """What a user sends: plain text, or parts (text, media, slash commands).
 
-Media bytes travel base64 in JSON. A plain string that starts with ``/name``
-is read as a slash command, so ``/compact`` works from every entry point.
+Media bytes travel base64 in JSON. A plain string that starts with a known
+command (``/compact``, ``/help``) is read as that command, so it works from every
+entry point; any other text, ``/etc/hosts is which file?`` included, is text.
 """
 
 from __future__ import annotations
@@ -11,9 +12,23 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Content", "ContentPart", "Media", "SlashCommand", "TextPart", "as_content"]
+__all__ = [
+    "SLASH_COMMANDS",
+    "Content",
+    "ContentPart",
+    "Media",
+    "SlashCommand",
+    "TextPart",
+    "as_content",
+]
 
-_SLASH = re.compile(r"^/([A-Za-z][\w-]*)(?:\s+(.*))?$", re.DOTALL)
+SLASH_COMMANDS = {
+    "compact": "summarise the conversation so far and keep only the summary in the model's context",
+    "help": "list the slash commands",
+}
+"""The commands the runtime handles; they never reach the model."""
+
+_SLASH = re.compile(rf"^/({'|'.join(SLASH_COMMANDS)})(?:\s+(.*))?$", re.DOTALL)
 
 
 class TextPart(BaseModel):
@@ -50,7 +65,7 @@ class Content(BaseModel):
 
     @classmethod
     def from_text(cls, text: str) -> Content:
-        """Reads ``/name args`` as a slash command and anything else as text."""
+        """Reads ``/command args`` as that command when it is a known one; anything else is text."""
         match = _SLASH.match(text.strip())
         if match:
             return cls(parts=[SlashCommand(name=match[1], args=(match[2] or "").strip())])

@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from pydantic import ValidationError
 
-from shared.config import ConversationConfig
+from shared.config import ConversationConfig, PromptOptions
 from shared.content import Content
 from shared.emit import EMIT_LUA
 from shared.errors import Conflict, ConversationClosed, CorruptRecord, NotFound
@@ -56,7 +56,7 @@ end
 
 # KEYS: conv, inbox, new turn, events
 # ARGV: cid, turn id, prompt json, policy, now, maxlen, ttl_ms, channel, channel_all,
-#       owner the conversation must have ('' for any)
+#       owner the conversation must have ('' for any), the turn's options json ('' for none)
 _SUBMIT = LuaScript(
     EMIT_LUA
     + _CANCEL_QUEUED_LUA
@@ -78,6 +78,7 @@ if ARGV[4] == 'interrupt' then
 end
 redis.call('HSET', KEYS[3], 'conversation_id', ARGV[1], 'turn_id', ARGV[2], 'prompt', ARGV[3],
   'status', 'queued', 'created_at', ARGV[5])
+if ARGV[11] ~= '' then redis.call('HSET', KEYS[3], 'options', ARGV[11]) end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 redis.call('HSET', KEYS[1], 'updated_at', ARGV[5])
 local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
@@ -162,6 +163,7 @@ class TurnRecord:
     status: TurnStatus
     created_at: float
     fields: dict[str, str]
+    options: PromptOptions = field(default_factory=PromptOptions)
 
 
 class ConversationStore:
@@ -249,14 +251,19 @@ class ConversationStore:
             raise CorruptRecord(f"config of {self.keys.conversation(cid)} does not parse") from exc
 
     def submit(
-        self, cid: str, prompt: Content, policy: DoubleTextPolicy | None = None
+        self,
+        cid: str,
+        prompt: Content,
+        policy: DoubleTextPolicy | None = None,
+        *,
+        options: PromptOptions | None = None,
     ) -> Submission:
         """Queues a turn under the conversation's double-text policy."""
         with (
             storage_errors(f"submitting a prompt to conversation {cid}"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            tid = self.queue_submit(pipe, cid, prompt, policy)
+            tid = self.queue_submit(pipe, cid, prompt, policy, options=options)
             _, reply = pipe.execute()
         return Submission(turn_id=tid, after_event_id=self.check_submit(cid, reply))
 
@@ -269,12 +276,13 @@ class ConversationStore:
         *,
         owner: str = "",
         index: bool = True,
+        options: PromptOptions | None = None,
     ) -> str:
         """Queues the submit script (and, with `index`, the sweeper's entry); returns the turn id.
 
         Without a policy, the conversation's own (stored at creation) applies. With an
         `owner`, the turn is queued only into a conversation that owner created. A held
-        conversation is indexed when it is released, not here.
+        conversation is indexed when it is released, not here. `options` are this turn's.
         """
         tid = new_id()
         keys = [
@@ -291,6 +299,7 @@ class ConversationStore:
             time.time(),
             *self._emit_args(cid),
             owner,
+            "" if options is None or options.is_empty() else options.model_dump_json(),
         ]
         if index:
             pipe.zadd(self.keys.active(), {cid: time.time()})
@@ -341,6 +350,7 @@ class ConversationStore:
             raise NotFound(f"turn {tid} of conversation {cid} does not exist")
         try:
             prompt = Content.model_validate_json(raw["prompt"])
+            options = PromptOptions.model_validate_json(raw.get("options") or "{}")
         except (KeyError, ValidationError) as exc:
             raise CorruptRecord(f"prompt of {self.keys.turn(cid, tid)} does not parse") from exc
         return TurnRecord(
@@ -350,6 +360,7 @@ class ConversationStore:
             TurnStatus(raw.get("status", "queued")),
             float(raw.get("created_at", 0)),
             raw,
+            options,
         )
 
     def ids(self, *, offset: int = 0, limit: int = 50) -> list[str]:

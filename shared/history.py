@@ -38,7 +38,9 @@ _ABSENT = "-"
 _PRESENT = "+"
 
 # A Lua function other scripts reuse (the worker's flush script calls it too).
-# k: steps, meta, turns, compactions, usage keys; a: ARGV; i: index of max_history_size in a.
+# k: steps, meta, turns, compactions, usage, turn overflow keys; a: ARGV; i: index of
+# max_history_size in a. Trimming moves the latest turn's own steps to the overflow list
+# instead of dropping them (a turn start empties it), so a turn's response keeps every step.
 # Reads a[i]: max_history_size, a[i+1]: start_turn, a[i+2]: has_usage, a[i+3..i+7]: usage,
 # a[i+8]: step count, then per step: json, is_compaction, response ("-"/"+text"), structured.
 HISTORY_WRITE_LUA = """
@@ -49,6 +51,8 @@ local function history_write(k, a, i)
   local appended = tonumber(redis.call('HGET', k[2], 'appended') or '0')
   local first = appended
   if a[i + 1] == '1' then
+    redis.call('DEL', k[6])
+    redis.call('HSET', k[2], 'turn_start', appended)
     redis.call('RPUSH', k[3], appended)
     for _, f in ipairs(fields) do redis.call('HDEL', k[5], 'turn:' .. f) end
   end
@@ -78,6 +82,16 @@ local function history_write(k, a, i)
     local len = redis.call('LLEN', k[1])
     if len > max then
       local drop = len - max
+      local before = tonumber(redis.call('HGET', k[2], 'trimmed') or '0')
+      local turn_start = redis.call('HGET', k[2], 'turn_start')
+      if turn_start then
+        local from = math.max(tonumber(turn_start) - before, 0)
+        if from < drop then
+          for _, raw in ipairs(redis.call('LRANGE', k[1], from, drop - 1)) do
+            redis.call('RPUSH', k[6], raw)
+          end
+        end
+      end
       redis.call('LTRIM', k[1], drop, -1)
       local trimmed = redis.call('HINCRBY', k[2], 'trimmed', drop)
       for _, key in ipairs({k[3], k[4]}) do
@@ -96,26 +110,39 @@ end
 _WRITE = LuaScript(HISTORY_WRITE_LUA + "return history_write(KEYS, ARGV, 1)[1]\n")
 
 
-# KEYS: steps, meta, compactions   ARGV: absolute start of the current turn
+# Steps from an absolute position: the latest turn's trimmed steps (the overflow holds
+# positions trimmed - len .. trimmed - 1) and then the retained ones. Returns {first, steps}.
+_FROM_POSITION_LUA = """
+local function from_position(steps_key, meta_key, overflow_key, position)
+  local trimmed = tonumber(redis.call('HGET', meta_key, 'trimmed') or '0')
+  local spilled = redis.call('LLEN', overflow_key)
+  local first = math.max(position, trimmed - spilled)
+  local out = {}
+  if first < trimmed then
+    out = redis.call('LRANGE', overflow_key, first - trimmed + spilled, -1)
+  end
+  for _, raw in ipairs(redis.call('LRANGE', steps_key, math.max(first - trimmed, 0), -1)) do
+    out[#out + 1] = raw
+  end
+  return {first, out}
+end
+"""
+
+# KEYS: steps, meta, compactions, turn overflow   ARGV: absolute start of the current turn
 _CONTEXT = LuaScript(
-    """
-local trimmed = tonumber(redis.call('HGET', KEYS[2], 'trimmed') or '0')
+    _FROM_POSITION_LUA
+    + """
 local start = 0
 local last = redis.call('LINDEX', KEYS[3], -1)
 if last then start = math.min(tonumber(last), tonumber(ARGV[1])) end
-start = math.max(start - trimmed, 0)
-return {trimmed + start, redis.call('LRANGE', KEYS[1], start, -1)}
+return from_position(KEYS[1], KEYS[2], KEYS[4], start)
 """
 )
 
 
-# KEYS: steps, meta   ARGV: absolute position
+# KEYS: steps, meta, turn overflow   ARGV: absolute position
 _SINCE = LuaScript(
-    """
-local trimmed = tonumber(redis.call('HGET', KEYS[2], 'trimmed') or '0')
-local start = math.max(tonumber(ARGV[1]) - trimmed, 0)
-return {trimmed + start, redis.call('LRANGE', KEYS[1], start, -1)}
-"""
+    _FROM_POSITION_LUA + "return from_position(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))\n"
 )
 
 
@@ -195,11 +222,12 @@ class HistoryStore:
             keys.turn_starts(conversation_id),
             keys.compactions(conversation_id),
             keys.usage(conversation_id),
+            keys.turn_overflow(conversation_id),
         ]
 
     @property
     def keys(self) -> list[str]:
-        """steps, meta, turn starts, compactions, usage: the KEYS of `history_write`."""
+        """steps, meta, turn starts, compactions, usage, turn overflow: `history_write`'s KEYS."""
         return list(self._keys)
 
     # Writes: each is one script, one round trip; pass a pipeline to join a larger one.
@@ -246,7 +274,7 @@ class HistoryStore:
 
     def queue_snapshot(self, pipe: Any) -> None:
         """Queues the reads of a snapshot on a (sync or async) MULTI pipeline."""
-        steps_key, meta_key, turns_key, compactions_key, usage_key = self._keys
+        steps_key, meta_key, turns_key, compactions_key, usage_key = self._keys[:5]
         pipe.lrange(steps_key, 0, -1)
         pipe.hgetall(meta_key)
         pipe.lrange(turns_key, 0, -1)
@@ -286,7 +314,7 @@ class HistoryStore:
 
         One script: the model's context never needs the steps a summary replaced.
         """
-        keys = [self._keys[0], self._keys[1], self._keys[3]]
+        keys = [self._keys[0], self._keys[1], self._keys[3], self._keys[5]]
         with storage_errors(f"reading context of conversation {self.conversation_id}"):
             first, raw_steps = _CONTEXT(self.client, keys, [turn_start])
         return [self._parse(raw, int(first) + i) for i, raw in enumerate(raw_steps)]
@@ -294,7 +322,7 @@ class HistoryStore:
     def steps_since(self, position: int) -> list[Step]:
         """Retained steps from absolute `position` on (one script)."""
         with storage_errors(f"reading history of conversation {self.conversation_id}"):
-            first, raw_steps = _SINCE(self.client, self._keys[:2], [position])
+            first, raw_steps = _SINCE(self.client, [*self._keys[:2], self._keys[5]], [position])
         return [self._parse(raw, int(first) + i) for i, raw in enumerate(raw_steps)]
 
     def page(self, offset: int | None, limit: int) -> HistoryPage:
@@ -302,7 +330,7 @@ class HistoryStore:
 
         One MULTI/EXEC, so the steps, the total and the indices agree.
         """
-        steps_key, meta_key, turns_key, compactions_key, _ = self._keys
+        steps_key, meta_key, turns_key, compactions_key = self._keys[:4]
         start, stop = (-limit, -1) if offset is None else (offset, offset + limit - 1)
         with (
             storage_errors(f"reading history of conversation {self.conversation_id}"),

@@ -56,6 +56,10 @@ class KeySpace:
         """HASH of cumulative counters and ``turn:``-prefixed counters of the last turn."""
         return self._conv(cid, "usage")
 
+    def turn_overflow(self, cid: str) -> str:
+        """LIST of the latest turn's steps that trimming removed, so its response has them all."""
+        return self._conv(cid, "turn_overflow")
+
     # Conversation state
     def conversation(self, cid: str) -> str:
         """HASH: configuration, status, closed flag."""

@@ -138,3 +138,5 @@ class Step(BaseModel):
     cascade_id: str = ""
     trajectory_id: str = ""
     http_code: int = 0
+    command: str = ""
+    """On a user input: the slash command it was (never sent to the model); empty for a prompt."""

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import re
+from typing import Any, TypedDict
 
-from shared.content import Content, ContentPart, Media, SlashCommand, TextPart, as_content
-from shared.errors import PayloadTooLarge, PromptRejected
+from pydantic import ValidationError
+
+from shared.config import PromptOptions, ToolSelection
+from shared.content import (
+    SLASH_COMMANDS,
+    Content,
+    ContentPart,
+    Media,
+    SlashCommand,
+    TextPart,
+    as_content,
+)
+from shared.errors import InvalidInput, PayloadTooLarge, PromptRejected
+from shared.schema import check_schema
 from shared.settings import Settings
 
-__all__ = ["strip_control_characters", "validate_prompt"]
+__all__ = ["PromptOptionArgs", "prompt_options", "strip_control_characters", "validate_prompt"]
 
 # C0 controls except tab and newline, DEL, and C1 controls. Carriage returns go too:
 # a prompt's line breaks are normalised to "\n".
@@ -21,8 +34,11 @@ def strip_control_characters(text: str) -> str:
 
 
 def validate_prompt(value: str | Content | list[ContentPart], settings: Settings) -> Content:
-    """Returns a cleaned prompt, or raises an error naming what was wrong and the limit."""
-    content = as_content(value)
+    """Returns a cleaned prompt, or raises an error naming what was wrong and the limit.
+
+    A plain string is cleaned before it is parsed, so ``/help\x00`` is the command.
+    """
+    content = as_content(strip_control_characters(value) if isinstance(value, str) else value)
     parts = [_clean_part(part, settings) for part in content.parts]
     parts = [part for part in parts if not (isinstance(part, TextPart) and not part.text.strip())]
     if not parts:
@@ -36,10 +52,9 @@ def _clean_part(part: ContentPart, settings: Settings) -> ContentPart:
         return TextPart(text=strip_control_characters(part.text))
     if isinstance(part, SlashCommand):
         name = strip_control_characters(part.name).strip()
-        if not re.fullmatch(r"[A-Za-z][\w-]{0,63}", name):
-            raise PromptRejected(
-                f"slash command name {name!r} is not a word of at most 64 characters"
-            )
+        if name not in SLASH_COMMANDS:
+            known = ", ".join(f"/{command}" for command in SLASH_COMMANDS)
+            raise PromptRejected(f"unknown slash command {name[:64]!r}; known commands: {known}")
         return SlashCommand(name=name, args=strip_control_characters(part.args).strip())
     return _check_media(part, settings)
 
@@ -75,3 +90,34 @@ def _check_sizes(parts: list[ContentPart], settings: Settings) -> None:
             f"prompt media is {media_bytes} bytes; "
             f"the limit is {settings.max_prompt_media_bytes} bytes"
         )
+
+
+class PromptOptionArgs(TypedDict, total=False):
+    """The keyword arguments every send method takes: one prompt's options."""
+
+    tool_selection: ToolSelection | str | None
+    timeout_s: float | None
+    response_schema: dict[str, Any] | None
+
+
+def prompt_options(
+    *,
+    tool_selection: ToolSelection | str | None = None,
+    timeout_s: float | None = None,
+    response_schema: dict[str, Any] | None = None,
+) -> PromptOptions:
+    """One prompt's options, checked as the conversation's are; errors name the option."""
+    if response_schema is not None:
+        check_schema(response_schema)
+    try:
+        return PromptOptions(
+            tool_selection=tool_selection,
+            timeout_s=timeout_s,
+            response_schema=response_schema,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise InvalidInput(f"invalid prompt options: {problems}") from exc

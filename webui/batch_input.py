@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shared.batches import BatchConfig, BatchLine
+from shared.batches import BatchConfig, BatchLine, line_options
 from shared.config import ConversationConfig, TurnLimits
 from shared.content import Content
 from shared.errors import SignoffError
@@ -73,6 +73,7 @@ def _item(index: int, raw: Any, settings: Settings) -> BatchLine:
         content = validate_prompt(
             prompt if isinstance(prompt, str) else Content.model_validate(prompt), settings
         )
+        options = line_options(raw)
     except SignoffError as exc:
         return BatchLine(index, str(item_id), error=f"items[{index}]: {exc.message}")
     except ValidationError as exc:
@@ -80,7 +81,7 @@ def _item(index: int, raw: Any, settings: Settings) -> BatchLine:
         where = ".".join(str(p) for p in first["loc"])
         problem = f"prompt.{where}: {first['msg']}" if where else f"prompt: {first['msg']}"
         return BatchLine(index, str(item_id), error=f"items[{index}]: {problem}")
-    return BatchLine(index, str(item_id), prompt=content)
+    return BatchLine(index, str(item_id), prompt=content, options=options)
 
 
 def batch_lines(items: list[Any], settings: Settings) -> Iterator[BatchLine]:

@@ -44,7 +44,7 @@ def build_messages(
 
 def _message_for(step: Step) -> Message | None:
     if step.type is StepType.USER_INPUT:
-        return None if step.content.startswith("/") else Message(Role.USER, step.content)
+        return None if step.command else Message(Role.USER, step.content)
     if step.source is StepSource.MODEL and step.type in (
         StepType.TEXT_RESPONSE,
         StepType.TOOL_CALL,

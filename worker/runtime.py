@@ -175,7 +175,7 @@ class Runtime:
         ):
             return None
         turn = self.conversations.parse_turn(cid, str(tid), _as_dict(turn_flat))
-        config = record.config
+        config = turn.options.apply(record.config)
         limit = (
             self.settings.max_history_size
             if config.max_history_size is None

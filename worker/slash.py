@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.approvals import PassiveEvent
-from shared.content import SlashCommand
+from shared.content import SLASH_COMMANDS, SlashCommand
 from shared.events import StepEvent
 from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
 from worker.context import build_messages
@@ -14,10 +14,7 @@ from worker.writer import Flush
 
 __all__ = ["COMMANDS", "compact", "run_command"]
 
-COMMANDS = {
-    "compact": "summarise the conversation so far and keep only the summary in the model's context",
-    "help": "list the slash commands",
-}
+COMMANDS = SLASH_COMMANDS
 _SUMMARY_INSTRUCTION = (
     "Summarise the conversation so far in a few sentences, "
     "keeping facts, decisions and open questions."

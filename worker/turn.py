@@ -105,6 +105,7 @@ class TurnMachine:
             target=StepTarget.UNSPECIFIED,
             status=StepStatus.DONE,
             content=text,
+            command=command.name if command else "",
         )
         leg.checkpoint.turn_start = step.step_index
         leg.checkpoint.phase = Phase.COMMAND if command else Phase.CALL_MODEL

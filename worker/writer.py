@@ -30,8 +30,8 @@ from shared.steps import USAGE_FIELDS, Step, UsageMetadata
 
 __all__ = ["Flush", "LeaseLost", "Writer"]
 
-# KEYS: lease, conv, turn, events, the five history keys, tool results, notification,
-#       the conversation's notification delivery stream
+# KEYS: lease, conv, turn, events, five history keys, tool results, notification,
+#       the conversation's notification delivery stream, the history's turn overflow
 # ARGV: token, turn id, maxlen, ttl_ms, channel, channel_all, cid, new status ('' = unchanged),
 #       then field pairs for the turn, the conversation, tool results and the notification
 #       (each: count, name, value, ...), n events, json..., n deliveries, then per delivery
@@ -67,7 +67,7 @@ for _ = 1, deliveries do
   at = at + 2 * pairs_count
   redis.call('XADD', KEYS[12], 'MAXLEN', '~', ARGV[3], '*', unpack(entry))
 end
-local written = history_write({KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}, ARGV, at)
+local written = history_write({KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[13]}, ARGV, at)
 for j = 0, n - 1 do
   ids[#ids + 1] = emit(KEYS[4], ARGV[3], ARGV[4], channels, ARGV[first_event + j])
 end
@@ -164,6 +164,7 @@ class Writer:
             *self._script_keys,
             flush.notification_key or self._script_keys[2],
             self._keys.conversation_notifications(self.cid),
+            self._keys.turn_overflow(self.cid),
         ]
         with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
             reply = self._send(keys, self._args(flush), flush)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import click
 
 from shared.chunks import Text, Thought, ToolCallChunk
 from shared.cli.main import cli
 from shared.client import Client
+from shared.config import ToolSelection
 from shared.events import EventBase, StepEvent
+from shared.validation import PromptOptionArgs, prompt_options
 
 __all__ = ["submit", "tail"]
 
@@ -19,8 +23,38 @@ __all__ = ["submit", "tail"]
 @click.option("--follow", is_flag=True, help="Stream the answer and wait for the end of the turn.")
 @click.option("--conversation", "conversation_id", default=None, help="Send to this conversation.")
 @click.option("--allow-all", is_flag=True, help="Run every tool without asking.")
-def submit(prompt: str, follow: bool, conversation_id: str | None, allow_all: bool) -> None:
+@click.option(
+    "--tool-selection",
+    type=click.Choice([s.value for s in ToolSelection]),
+    default=None,
+    help="This turn only: whether the model may, must or must not call tools.",
+)
+@click.option(
+    "--timeout", "timeout_s", type=float, default=None, help="This turn only: its time limit (s)."
+)
+@click.option(
+    "--response-schema",
+    "schema_source",
+    default=None,
+    metavar="JSON|@FILE",
+    help="This turn only: a JSON schema its answer must match (inline, or @path to a file).",
+)
+def submit(
+    prompt: str,
+    follow: bool,
+    conversation_id: str | None,
+    allow_all: bool,
+    tool_selection: str | None,
+    timeout_s: float | None,
+    schema_source: str | None,
+) -> None:
     """Send PROMPT as a background job; prints the conversation and turn ids."""
+    options: PromptOptionArgs = {
+        "tool_selection": tool_selection,
+        "timeout_s": timeout_s,
+        "response_schema": read_schema(schema_source) if schema_source else None,
+    }
+    prompt_options(**options)  # a bad option fails before a conversation is created
     with Client() as client:
         conversation = (
             client.conversation(conversation_id)
@@ -28,15 +62,33 @@ def submit(prompt: str, follow: bool, conversation_id: str | None, allow_all: bo
             else client.new_conversation(allow_all=allow_all)
         )
         if not follow:
-            turn_id = conversation.send(prompt)
+            turn_id = conversation.send(prompt, **options)
             click.echo(
                 json.dumps({"conversation_id": conversation.conversation_id, "turn_id": turn_id})
             )
             return
         click.echo(f"conversation {conversation.conversation_id}", err=True)
-        for chunk in conversation.chat(prompt):
+        for chunk in conversation.chat(prompt, **options):
             show_chunk(chunk)
         click.echo()
+
+
+def read_schema(source: str) -> dict[str, Any]:
+    """A JSON object given inline or as ``@path``; a clear usage error otherwise."""
+    where = "--response-schema"
+    if source.startswith("@"):
+        try:
+            source = Path(source[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            problem = f"cannot read {source[1:]}: {exc.strerror or exc}"
+            raise click.BadParameter(problem, param_hint=where) from None
+    try:
+        schema = json.loads(source)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON ({exc})", param_hint=where) from None
+    if not isinstance(schema, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=where)
+    return schema
 
 
 def show_chunk(chunk: Thought | Text | ToolCallChunk) -> None:

@@ -180,6 +180,32 @@ def test_malformed_lines_are_reported_and_the_rest_runs(
     assert "fine two" in results[-1]["text"] and results[1]["error"].startswith("line 2: not JSON")
 
 
+def test_lines_carry_their_own_prompt_options(
+    tmp_path: Path, stack_env: dict[str, str], worker: WorkerProcess
+) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    source = write_jsonl(
+        tmp_path / "options.jsonl",
+        [
+            {"id": "no-tools", "prompt": "call get_time {}", "tool_selection": "none"},
+            {"id": "schema", "prompt": "rate this", "response_schema": schema},
+            {"id": "plain", "prompt": "call get_time {}"},
+            {"id": "bad", "prompt": "x", "timeout_s": -1},
+            {"id": "short", "prompt": "#slow #long", "timeout_s": 0.3},
+        ],
+    )
+    out = tmp_path / "options-out.jsonl"
+    result = cli(stack_env, "batch", "run", str(source), "--out", str(out))
+    assert "skipped line 4" in result.stderr and "timeout_s" in result.stderr, result.stderr
+    results = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert "not to use tools" in results["no-tools"]["text"]
+    assert isinstance(results["schema"]["structured_output"]["answer"], str)
+    assert "get_time returned" in results["plain"]["text"]
+    assert results["plain"]["structured_output"] is None
+    assert results["bad"]["status"] == "invalid"
+    assert results["short"]["status"] == "failed" and "timed out" in results["short"]["error"]
+
+
 def test_run_again_resumes_without_duplicates(
     tmp_path: Path, stack_env: dict[str, str], worker: WorkerProcess
 ) -> None:

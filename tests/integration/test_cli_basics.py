@@ -44,6 +44,34 @@ def test_submit_prints_ids_and_the_turn_runs(stack_env: dict[str, str], client: 
     assert "in the background" in conversation.wait_for_turn(ids["turn_id"], timeout=30).text
 
 
+def test_submit_takes_this_turns_options(
+    stack_env: dict[str, str], client: Client, tmp_path: Path
+) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "object", "properties": {"answer": {"type": "string"}}}')
+    refused = run_cli(
+        stack_env, "submit", "call get_time {}", "--follow", "--tool-selection", "none"
+    )
+    assert refused.returncode == 0 and "not to use tools" in refused.stdout, refused.stderr
+    ids = json.loads(run_cli(stack_env, "submit", "rate it", f"--response-schema=@{schema}").stdout)
+    response = client.conversation(ids["conversation_id"]).wait_for_turn(ids["turn_id"], timeout=30)
+    assert isinstance(response.structured_output, dict)
+    slow = run_cli(stack_env, "submit", "#slow #long", "--follow", "--timeout", "0.3")
+    assert slow.returncode == 1 and "timed out after 0.3s" in slow.stderr
+
+
+def test_submit_refuses_bad_options_clearly(
+    stack_env: dict[str, str], worker: WorkerProcess
+) -> None:
+    not_json = run_cli(stack_env, "submit", "x", "--response-schema", "{oops")
+    assert not_json.returncode == 2 and "--response-schema" in not_json.stderr
+    missing = run_cli(stack_env, "submit", "x", "--response-schema", "@/no/such/file.json")
+    assert missing.returncode == 2 and "cannot read /no/such/file.json" in missing.stderr
+    negative = run_cli(stack_env, "submit", "x", "--timeout", "-1")
+    assert negative.returncode == 1 and "timeout_s" in negative.stderr
+    assert "Traceback" not in negative.stderr + missing.stderr + not_json.stderr
+
+
 def test_errors_are_one_line_and_non_zero(stack_env: dict[str, str], worker: WorkerProcess) -> None:
     missing = run_cli(stack_env, "submit", "x", "--conversation", "nosuchconversation")
     assert missing.returncode == 2

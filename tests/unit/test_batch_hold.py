@@ -100,7 +100,7 @@ def test_a_chunk_cut_after_an_items_turn_reuses_that_turn(
     [line] = lines(1)
     config = store.config(bid).conversation
     with real_redis.pipeline(transaction=False) as pipe:  # the chunk's first writes only
-        turn_id = store._queue_turn(pipe, bid, config, line.id, line.prompt or Content())
+        turn_id = store._queue_turn(pipe, bid, config, line, line.prompt or Content())
         pipe.execute()
     cid = store.conversation_id(bid, line.id)
     assert store.info(bid).total == 0 and real_redis.llen(keys.inbox(cid)) == 1

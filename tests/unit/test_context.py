@@ -64,8 +64,16 @@ def test_slash_commands_and_user_facing_errors_are_not_sent() -> None:
         target=StepTarget.ENVIRONMENT,
         content="fix your JSON",
     )
-    messages = build_messages("", [user("/help"), error, repair])
+    command = Step(
+        type=StepType.USER_INPUT, source=StepSource.USER, content="/help", command="help"
+    )
+    messages = build_messages("", [command, error, repair])
     assert [(m.role, m.content) for m in messages] == [(Role.USER, "fix your JSON")]
+
+
+def test_text_that_starts_with_a_slash_is_sent() -> None:
+    messages = build_messages("", [user("/etc/hosts is which file?"), user("/help me", 1)])
+    assert [m.content for m in messages] == ["/etc/hosts is which file?", "/help me"]
 
 
 def test_media_rides_on_the_current_turns_prompt() -> None:

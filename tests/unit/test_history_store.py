@@ -89,3 +89,38 @@ def test_unreachable_redis_is_a_storage_error(keys: KeySpace) -> None:
     dead = redis.Redis(port=1, socket_connect_timeout=0.2, decode_responses=True, retry=None)
     with pytest.raises(StorageError, match="writing history of conversation c"):
         HistoryStore(dead, keys, "c").append(step(1))
+
+
+def test_trimming_keeps_the_latest_turns_steps_for_its_response(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
+    store = HistoryStore(real_redis, keys, "overflow", max_history_size=2)
+    store.append(step(0), start_turn=True)
+    store.append(step(1))
+    store.append(step(2), start_turn=True)  # turn 2 starts at position 2
+    for n in range(3, 7):
+        store.append(step(n))
+    assert [s.id for s in store.snapshot().steps] == ["s5", "s6"]  # the bound holds
+    since = store.steps_since(2)
+    assert [s.id for s in since] == [f"s{n}" for n in range(2, 7)]
+    assert [s.id for s in store.steps_since(4)] == ["s4", "s5", "s6"]
+    assert [s.id for s in store.steps_since(6)] == ["s6"]
+    assert [s.id for s in store.context_window(2)] == [f"s{n}" for n in range(2, 7)]
+    store.append(step(7), start_turn=True)  # a new turn drops the old one's overflow
+    assert [s.id for s in store.steps_since(7)] == ["s7"]
+    assert [s.id for s in store.steps_since(0)] == ["s6", "s7"]
+    store.clear()
+    assert not real_redis.exists(keys.turn_overflow("overflow"))
+
+
+def test_context_window_starts_at_the_last_compaction_or_the_turn(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
+    store = HistoryStore(real_redis, keys, "window", max_history_size=0)
+    store.append(step(0), start_turn=True)
+    store.append(step(1), start_turn=True)
+    assert [s.id for s in store.context_window(1)] == ["s0", "s1"]  # no compaction: all of it
+    summary = Step(id="c", type=StepType.COMPACTION, source=StepSource.SYSTEM, content="sum")
+    store.append(summary)
+    store.append(step(3), start_turn=True)
+    assert [s.id for s in store.context_window(3)] == ["c", "s3"]

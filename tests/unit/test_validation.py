@@ -73,9 +73,31 @@ def test_slash_command_from_text() -> None:
     )
 
 
-def test_slash_command_with_bad_name_is_rejected() -> None:
-    with pytest.raises(PromptRejected, match="slash command name"):
+def test_unknown_slash_command_part_is_rejected_naming_the_known_ones() -> None:
+    with pytest.raises(PromptRejected, match=r"unknown slash command '1; drop'.*/compact, /help"):
         validate_prompt(Content(parts=[SlashCommand(name="1; drop")]), SETTINGS)
+
+
+@pytest.mark.parametrize(
+    "text", ["/etc/hosts is which file?", "/frobnicate now", "/helpme", "/Compact", "/ help"]
+)
+def test_text_that_is_not_a_known_command_stays_text(text: str) -> None:
+    prompt = validate_prompt(text, SETTINGS)
+    assert prompt.slash_command is None and prompt.text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "args"),
+    [
+        ("/help\x00", "help", ""),
+        ("\x07/compact\x00 now", "compact", "now"),
+        (" /help ", "help", ""),
+    ],
+)
+def test_control_characters_are_stripped_before_a_command_is_read(
+    text: str, name: str, args: str
+) -> None:
+    assert validate_prompt(text, SETTINGS).slash_command == SlashCommand(name=name, args=args)
 
 
 def test_media_survives_json_as_base64() -> None:

@@ -206,8 +206,14 @@ PROMPTS: list[tuple[Any, bool]] = [
     ({"text": " \x00\u3000"}, False),
     ({"text": "/compact now"}, True),
     ({"text": "/" + "a" * 64}, True),
-    ({"text": " /" + "a" * 65 + " args"}, False),
-    ({"text": "/" + "a" * 65 + "!"}, True),  # not a command: text
+    ({"text": " /" + "a" * 65 + " args"}, True),  # not a known command: text
+    ({"text": "/etc/hosts is which file?"}, True),
+    ({"text": "hi", "tool_selection": "none", "timeout_s": 1.5}, True),
+    ({"text": "hi", "response_schema": {"type": "object"}}, True),
+    ({"text": "hi", "timeout_s": 0}, False),
+    ({"text": "hi", "timeout_s": 1e9}, False),
+    ({"text": "hi", "tool_selection": "sometimes"}, False),
+    ({"text": "hi", "response_schema": []}, False),
     ({}, False),
     ({"text": "a", "content": {"parts": [{"kind": "text", "text": "b"}]}}, False),
     ({"text": None, "content": {"parts": [{"kind": "text", "text": "b"}]}}, True),
@@ -221,6 +227,7 @@ PROMPTS: list[tuple[Any, bool]] = [
     ({"content": {"parts": [{**_MEDIA, "mime_type": "application/x-msdownload"}]}}, False),
     ({"content": {"parts": [{"kind": "slash_command", "name": "compact"}]}}, True),
     ({"content": {"parts": [{"kind": "slash_command", "name": "café"}]}}, False),
+    ({"content": {"parts": [{"kind": "slash_command", "name": "frobnicate"}]}}, False),
     ({"content": {"parts": [{"kind": "slash_command", "name": " compact"}]}}, False),
 ]
 

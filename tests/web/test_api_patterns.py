@@ -13,11 +13,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from shared.content import Content
-from shared.errors import PromptRejected
 from shared.settings import Settings
 from shared.users import TOKEN_NAME_PATTERN
 from shared.validation import strip_control_characters, validate_prompt
-from webui.api.patterns import LONG_COMMAND, NOT_BLANK, NOT_SPACE
+from webui.api.patterns import NOT_BLANK, NOT_SPACE
 from webui.api.prompt_body import BASE64
 
 EVERY_CHARACTER = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
@@ -61,24 +60,17 @@ def test_base64_examples(data: str) -> None:
     assert re.fullmatch(BASE64[1:-1], data) and _pydantic_reads(data)
 
 
-def _long_command(text: str) -> bool:
-    try:
-        validate_prompt(text, Settings())
-    except PromptRejected as exc:
-        return "slash command name" in exc.message
-    return False
-
-
 @settings(max_examples=1500, deadline=None)
 @given(
     st.tuples(
-        st.sampled_from(["", " ", "\t\n", "x"]),
-        st.sampled_from(["/", "/a", "/A1", "/1", "a/"]),
-        st.integers(min_value=60, max_value=68),
-        st.sampled_from(["", " args", "\nmore", "!", "-"]),
+        st.sampled_from(["", " ", "\t\n", "x", "\x00"]),
+        st.sampled_from(["/", "/help", "/compact", "/etc", "/1", "a/", "/helpx"]),
+        st.integers(min_value=0, max_value=68),
+        st.sampled_from(["", " args", "\nmore", "!", "\x00"]),
     )
 )
-def test_long_command_is_what_validate_prompt_refuses(parts: tuple[str, str, int, str]) -> None:
+def test_any_text_with_a_visible_character_is_accepted(parts: tuple[str, str, int, str]) -> None:
+    """Only a known command is a command, so no text is refused for its command's name."""
     before, head, length, after = parts
     text = before + head + "b" * length + after
-    assert bool(re.search(LONG_COMMAND, text)) == _long_command(text), text
+    validate_prompt(text, Settings())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 
+import pytest
 from flask.testing import FlaskClient
 
 from shared.content import Content
@@ -219,3 +220,55 @@ def test_history_pages_over_retained_steps(
     assert detail["usage"]["last_turn"]["total_token_count"] == 7
     bad = http.get(f"/api/v1/conversations/{cid}/history?limit=5000", headers=viewer)
     assert bad.status_code == 400
+
+
+def test_prompt_options_are_stored_with_the_turn(
+    http: FlaskClient, submitter: dict[str, str], svc: Services
+) -> None:
+    cid = new_conversation(http, submitter)
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    body = {"text": "hi", "tool_selection": "none", "timeout_s": 5, "response_schema": schema}
+    response = _send(http, cid, submitter, json=body)
+    assert response.status_code == 202, response.json
+    options = svc.store.turn(cid, response.json["turn_id"]).options
+    assert (options.tool_selection, options.timeout_s) == ("none", 5)
+    assert options.response_schema == schema
+    plain = _send(http, cid, submitter, json={"text": "again"}).json["turn_id"]
+    assert svc.store.turn(cid, plain).options.is_empty()
+
+
+def test_multipart_prompt_options(
+    http: FlaskClient, submitter: dict[str, str], svc: Services
+) -> None:
+    cid = new_conversation(http, submitter)
+    form = {"text": "hi", "tool_selection": "required", "timeout_s": "2.5"}
+    response = _send(http, cid, submitter, data=form, content_type="multipart/form-data")
+    assert response.status_code == 202, response.json
+    options = svc.store.turn(cid, response.json["turn_id"]).options
+    assert (options.tool_selection, options.timeout_s) == ("required", 2.5)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"text": "hi", "timeout_s": 0}, "timeout_s"),
+        ({"text": "hi", "timeout_s": "5"}, "timeout_s"),
+        ({"text": "hi", "tool_selection": "always"}, "tool_selection"),
+        ({"text": "hi", "response_schema": {"type": "nope"}}, "response_schema"),
+        ({"text": "hi", "response_schema": {"pattern": "(a+)+$" * 300}}, "response_schema"),
+    ],
+)
+def test_bad_prompt_options_are_a_422_naming_the_option(
+    http: FlaskClient, submitter: dict[str, str], svc: Services, body: dict[str, object], field: str
+) -> None:
+    cid = new_conversation(http, submitter)
+    response = _send(http, cid, submitter, json=body)
+    assert response.status_code == 422 and field in response.get_data(as_text=True)
+    assert svc.store.get(cid).queued == 0
+
+
+def test_bad_multipart_timeout_is_a_422(http: FlaskClient, submitter: dict[str, str]) -> None:
+    cid = new_conversation(http, submitter)
+    form = {"text": "hi", "timeout_s": "soon"}
+    response = _send(http, cid, submitter, data=form, content_type="multipart/form-data")
+    assert response.status_code == 422 and "timeout_s" in response.get_data(as_text=True)

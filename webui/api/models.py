@@ -305,8 +305,9 @@ class NewBatch(RequestBody):
     items: list[Any] = Field(
         min_length=1,
         max_length=MAX_BATCH_ITEMS,
-        description='Each {"id"?: string, "prompt": string or Content}; a malformed item is '
-        "reported with its index and the others run.",
+        description='Each {"id"?: string, "prompt": string or Content, "tool_selection"?, '
+        '"timeout_s"?, "response_schema"?} (the last three: that item\'s prompt options, over '
+        "the batch's); a malformed item is reported with its index and the others run.",
     )
 
 

@@ -7,7 +7,7 @@ validators fuzzers use) and Python `re` alike only if they avoid ``\\s``, ``\\w`
 
 from __future__ import annotations
 
-__all__ = ["BLANK", "LONG_COMMAND", "NOT_BLANK", "NOT_SPACE", "SPACE"]
+__all__ = ["BLANK", "NOT_BLANK", "NOT_SPACE", "SPACE"]
 
 # What `str.strip()` removes: the characters for which `str.isspace()` holds.
 SPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -18,7 +18,3 @@ BLANK = r"\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # Searched, not matched whole: a value with one such character passes.
 NOT_SPACE = f"[^{SPACE}]"  # not empty once stripped
 NOT_BLANK = f"[^{BLANK}]"  # not empty once cleaned and stripped
-
-# A text read as a slash command (`shared.content.Content.from_text`) whose name is longer
-# than the 64 characters `shared.validation.validate_prompt` allows.
-LONG_COMMAND = f"^[{SPACE}]*/[A-Za-z][A-Za-z0-9_-]{{64,}}(?:[{SPACE}]|$)"

@@ -3,8 +3,8 @@
 The body is read as the shared `Content` is, then checked by
 `shared.validation.validate_prompt`, which answers 413 and 422 with its own codes. The
 schema declares those checks too, so a client can tell a good prompt without sending
-it: a character that is neither whitespace nor a control character, slash command names
-of at most 64 characters, an allowed media type, media that are not empty. Only the
+it: a character that is neither whitespace nor a control character, a known slash
+command, an allowed media type, media that are not empty. Only the
 sizes are summed over the parts on the server; the schema bounds each part. Settings
 decide some of it: `limits` and `multipart` fill that in when the document is built.
 """
@@ -13,17 +13,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.json_schema import JsonDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import JsonDict, JsonValue
 
-from shared.content import Content, ContentPart, Media, SlashCommand, TextPart
+from shared.config import MAX_TURN_TIMEOUT_S, ToolSelection
+from shared.content import SLASH_COMMANDS, Content, ContentPart, Media, SlashCommand, TextPart
 from shared.settings import Settings
-from webui.api.models import RequestBody
-from webui.api.patterns import LONG_COMMAND, NOT_BLANK
+from shared.validation import PromptOptionArgs
+from webui.api.models import RESPONSE_SCHEMA, RequestBody
+from webui.api.patterns import NOT_BLANK
 
 __all__ = [
     "BASE64",
-    "COMMAND_NAME",
     "PromptBody",
     "PromptContent",
     "PromptMedia",
@@ -32,8 +33,6 @@ __all__ = [
     "limits",
     "multipart",
 ]
-
-COMMAND_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 
 
 def _base64(alphabet: str) -> str:
@@ -44,7 +43,7 @@ def _base64(alphabet: str) -> str:
 
 # Not empty; standard or URL-safe, not both.
 BASE64 = f"^(?:{_base64('[A-Za-z0-9+/]')}|{_base64('[A-Za-z0-9_-]')})$"
-_TEXT_TOO: JsonDict = {"type": "string", "pattern": LONG_COMMAND}
+_COMMAND_NAMES: list[JsonValue] = [*sorted(SLASH_COMMANDS)]  # a fresh list of JSON values
 
 
 class PromptText(TextPart):
@@ -60,7 +59,15 @@ class PromptMedia(Media):
 class PromptSlashCommand(SlashCommand):
     """A slash command by name, such as ``compact``."""
 
-    name: str = Field(pattern=COMMAND_NAME)
+    name: str = Field(json_schema_extra={"enum": _COMMAND_NAMES})
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in SLASH_COMMANDS:
+            known = ", ".join(sorted(SLASH_COMMANDS))
+            raise ValueError(f"unknown slash command {name[:64]!r}; known: {known}")
+        return name
 
 
 PromptPart = Annotated[PromptText | PromptMedia | PromptSlashCommand, Field(discriminator="kind")]
@@ -86,7 +93,7 @@ class PromptContent(BaseModel):
 
 
 class PromptBody(RequestBody):
-    """A prompt: `text` (``/name args`` is a slash command) or `content` with parts."""
+    """A prompt: `text` (``/compact`` or ``/help`` is a slash command) or `content` with parts."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -99,10 +106,20 @@ class PromptBody(RequestBody):
 
     text: str | None = Field(
         None,
-        description="Not only whitespace; ``/name args`` names a command of at most 64 characters.",
-        json_schema_extra={"pattern": NOT_BLANK, "not": _TEXT_TOO},
+        description="Not only whitespace. ``/compact`` or ``/help`` (with arguments) is that "
+        "slash command; any other text, one that starts with ``/`` included, goes to the model.",
+        json_schema_extra={"pattern": NOT_BLANK},
     )
     content: PromptContent | None = None
+    tool_selection: ToolSelection | None = Field(
+        None, description="This turn only: whether the model may, must or must not call tools."
+    )
+    timeout_s: float | None = Field(
+        None, gt=0, le=MAX_TURN_TIMEOUT_S, description="This turn only: its time limit."
+    )
+    response_schema: dict[str, Any] | None = Field(
+        None, description=f"This turn only. {RESPONSE_SCHEMA}"
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> PromptBody:
@@ -114,6 +131,13 @@ class PromptBody(RequestBody):
         if self.content is not None:
             return self.content.content()
         return self.text or ""
+
+    def options(self) -> PromptOptionArgs:
+        return {
+            "tool_selection": self.tool_selection,
+            "timeout_s": self.timeout_s,
+            "response_schema": self.response_schema,
+        }
 
 
 def limits(settings: Settings) -> dict[str, dict[str, dict[str, Any]]]:
@@ -135,12 +159,19 @@ def limits(settings: Settings) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def multipart(settings: Settings) -> dict[str, Any]:
-    """The multipart form: a ``text`` field and ``media`` files; one of them must be there."""
-    text = {"type": "string", "maxLength": settings.max_prompt_text_bytes, "not": _TEXT_TOO}
+    """The multipart form: a ``text`` field and ``media`` files; one of them must be there.
+
+    `tool_selection` and `timeout_s` may come as fields too (a response schema: JSON only).
+    """
+    text = {"type": "string", "maxLength": settings.max_prompt_text_bytes}
     media = {"type": "string", "contentMediaType": "application/octet-stream", "minLength": 1}
+    options = {
+        "tool_selection": {"type": "string", "enum": [s.value for s in ToolSelection]},
+        "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TURN_TIMEOUT_S},
+    }
     schema = {
         "type": "object",
-        "properties": {"text": text, "media": {"type": "array", "items": media}},
+        "properties": {"text": text, "media": {"type": "array", "items": media}, **options},
         "anyOf": [
             {"required": ["text"], "properties": {"text": {"pattern": NOT_BLANK}}},
             {"required": ["media"], "properties": {"media": {"minItems": 1}}},

@@ -9,6 +9,7 @@ from shared.content import Content, ContentPart, Media, as_content
 from shared.errors import CorruptRecord
 from shared.events import ChatResponse, TurnStatus
 from shared.users import Role
+from shared.validation import PromptOptionArgs
 from webui.api.models import PromptAccepted, TurnView
 from webui.api.operations import operation
 from webui.api.prompt_body import PromptBody
@@ -20,6 +21,21 @@ from webui.params import json_body
 from webui.services import services
 
 __all__ = ["blueprint"]
+
+
+def _multipart_options() -> PromptOptionArgs:
+    """The form's `tool_selection` and `timeout_s` fields, checked by `prompt_options`."""
+    options: PromptOptionArgs = {}
+    if selection := request.form.get("tool_selection"):
+        options["tool_selection"] = selection
+    if raw := request.form.get("timeout_s"):
+        try:
+            options["timeout_s"] = float(raw)
+        except ValueError:
+            raise HttpProblem(
+                422, "invalid_input", f"timeout_s: {raw[:40]!r} is not a number"
+            ) from None
+    return options
 
 
 def _multipart_prompt() -> Content:
@@ -53,9 +69,11 @@ def send(cid: str) -> Response:
     check_conversation_owner(current_principal(), svc.store.get(cid))
     if request.mimetype == "multipart/form-data":
         prompt: str | Content = _multipart_prompt()
+        options = _multipart_options()
     else:
-        prompt = json_body(PromptBody).prompt()
-    turn_id = svc.client.conversation(cid).send(prompt)
+        body = json_body(PromptBody)
+        prompt, options = body.prompt(), body.options()
+    turn_id = svc.client.conversation(cid).send(prompt, **options)
     location = url_for(".turn", cid=cid, turn_id=turn_id)
     return reply(
         PromptAccepted(conversation_id=cid, turn_id=turn_id), 202, headers={"Location": location}

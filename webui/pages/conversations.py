@@ -12,7 +12,8 @@ from shared.errors import SignoffError
 from shared.events import ConversationStatus
 from shared.policy import policy_table
 from shared.users import Role
-from webui.auth import requires
+from webui.auth import current_principal, requires
+from webui.gate import check_conversation_owner
 from webui.listing import list_conversations
 from webui.params import enum_param, int_param
 from webui.services import services
@@ -66,8 +67,13 @@ def view(cid: str) -> ResponseReturnValue:
 
 
 def _act(cid: str, action: Callable[[Conversation], object], done: str) -> ResponseReturnValue:
-    """Runs a form's action; a refusal (closed, empty prompt...) is shown, not an error page."""
-    conversation = services().client.conversation(cid)
+    """Runs a form's action; a refusal (closed, empty prompt...) is shown, not an error page.
+
+    Only the conversation's creator or an operator may act on it (403 otherwise), as in the API.
+    """
+    svc = services()
+    check_conversation_owner(current_principal(), svc.store.get(cid))
+    conversation = svc.client.conversation(cid)
     try:
         action(conversation)
         flash(done, "info")
@@ -83,7 +89,11 @@ def abort(cid: str) -> ResponseReturnValue:
 
 @requires(Role.SUBMITTER)
 def close(cid: str) -> ResponseReturnValue:
-    return _act(cid, Conversation.close, "Conversation closed: it takes no more prompts.")
+    return _act(
+        cid,
+        lambda conversation: conversation.close(timeout=0),
+        "Conversation closed: it takes no more prompts.",
+    )
 
 
 @requires(Role.SUBMITTER)
