@@ -132,3 +132,16 @@ def test_history_page_links_to_earlier_steps(signed_in: FlaskClient, svc: Servic
     assert f"/conversations/{cid}?offset=0" in latest
     earliest = signed_in.get(f"/conversations/{cid}?offset=0").text
     assert "prompt number 0<" in earliest and "prompt number 204" not in earliest
+
+
+def test_page_forms_refuse_a_submitter_on_someone_elses_conversation(
+    http: FlaskClient, svc: Services, submitter: dict[str, str]
+) -> None:
+    cid = svc.client.new_conversation(owner="someone-else").conversation_id
+    for action in ("abort", "close", "prompts"):
+        response = http.post(
+            f"/conversations/{cid}/{action}", data={"text": "hi"}, headers=submitter
+        )
+        assert response.status_code == 403, (action, response.status_code, response.text[:300])
+    record = svc.store.get(cid)
+    assert not record.closed and record.queued == 0
