@@ -235,6 +235,14 @@ def test_prompt_options_are_stored_with_the_turn(
     assert options.response_schema == schema
     plain = _send(http, cid, submitter, json={"text": "again"}).json["turn_id"]
     assert svc.store.turn(cid, plain).options.is_empty()
+    shown = http.get(
+        f"/api/v1/conversations/{cid}/turns/{response.json['turn_id']}", headers=submitter
+    )
+    assert shown.json["options"] == {
+        "tool_selection": "none",
+        "timeout_s": 5.0,
+        "response_schema": schema,
+    }
 
 
 def test_multipart_prompt_options(

@@ -17,6 +17,7 @@ from shared.config import (
     MAX_TOOL_CALLS,
     MAX_TURN_TIMEOUT_S,
     ConversationConfig,
+    PromptOptions,
     ToolPolicy,
     ToolSelection,
 )
@@ -259,6 +260,9 @@ class TurnView(BaseModel):
     turn_id: str
     status: TurnStatus
     prompt: Content
+    options: PromptOptions = Field(
+        default_factory=PromptOptions, description="The prompt's own options, for this turn."
+    )
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None

@@ -106,6 +106,7 @@ def turn(cid: str, turn_id: str) -> Response:
             turn_id=turn_id,
             status=record.status,
             prompt=record.prompt,
+            options=record.options,
             created_at=record.created_at,
             started_at=_optional_float(fields.get("started_at")),
             finished_at=_optional_float(fields.get("finished_at")),
