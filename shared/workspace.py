@@ -41,6 +41,7 @@ __all__ = [
     "FileRead",
     "WorkspacePath",
     "WorkspaceRoot",
+    "check_single_link",
     "open_regular",
     "read_bytes",
     "read_file",
@@ -136,17 +137,22 @@ def resolve_path(raw: str, settings: Settings, *, for_write: bool = False) -> Wo
     return WorkspacePath(root=holder.real, path=real, relative=_canonical(real, holder, roots))
 
 
+def check_single_link(fd: int, target: WorkspacePath, action: str) -> None:
+    """Refuses a file with more than one hard link: another may lie outside the workspace."""
+    links = os.fstat(fd).st_nlink
+    if links > 1:
+        raise PathRefused(
+            f"file {target.relative!r} has {links} hard links; only a file with one is "
+            f"{action}, since another may lie outside the workspace"
+        )
+
+
 def read_bytes(target: WorkspacePath, *, directory_hint: str = "") -> bytes:
     """A resolved file's bytes: a regular file with one link, at most MAX_READ_BYTES."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
     fd = open_regular(target, flags, "read", directory_hint=directory_hint)
     with os.fdopen(fd, "rb") as handle:
-        links = os.fstat(fd).st_nlink
-        if links > 1:
-            raise PathRefused(
-                f"file {target.relative!r} has {links} hard links; only a file with one is "
-                "read, since another may lie outside the workspace"
-            )
+        check_single_link(fd, target, "read")
         try:
             data = handle.read(MAX_READ_BYTES + 1)
         except OSError as exc:

@@ -495,6 +495,17 @@ def test_write_file_refuses_escapes_even_when_writable(root: Path, path: str) ->
     assert not (root.parent / "outside" / "evil.txt").exists()
 
 
+def test_write_file_refuses_a_hard_link_to_a_file_outside(root: Path) -> None:
+    outside = root.parent / "outside-target.txt"
+    outside.write_text("must survive")
+    os.link(outside, root / "linked.txt")
+    error = error_of(
+        "write_file", {"path": "linked.txt", "content": "x"}, make_settings(root, writable=True)
+    )
+    assert "has 2 hard links" in error
+    assert outside.read_text() == "must survive"  # not truncated, not overwritten
+
+
 @pytest.mark.parametrize(
     ("path", "message"),
     [

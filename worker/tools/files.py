@@ -12,7 +12,13 @@ from typing import Any
 
 from shared.config import ToolPolicy
 from shared.settings import Settings
-from shared.workspace import MAX_READ_BYTES, WorkspacePath, open_regular, read_bytes
+from shared.workspace import (
+    MAX_READ_BYTES,
+    WorkspacePath,
+    check_single_link,
+    open_regular,
+    read_bytes,
+)
 from worker.tools.base import Tool, ToolContext, ToolFailed, object_schema, tool
 from worker.tools.workspace import refusals, resolve_path
 
@@ -148,11 +154,15 @@ def write_file(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
 
 def _write_bytes(target: WorkspacePath, data: bytes) -> None:
     _make_parents(target)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+    # Truncated only once it is known to be the workspace's own file (one link).
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
     with refusals():
         fd = open_regular(target, flags, "write")
     try:
         with os.fdopen(fd, "wb") as handle:
+            with refusals():
+                check_single_link(fd, target, "written")
+            os.ftruncate(fd, 0)
             handle.write(data)
     except OSError as exc:
         raise _failure("write", target, exc) from exc
