@@ -17,7 +17,8 @@
     └── StorageError          Redis failed or holds something unreadable
         └── CorruptRecord
 
-Every class takes a single message argument so it pickles and crosses Celery.
+Every class is rebuilt from its arguments (a message, and a provider's HTTP code), so Celery's
+JSON result format, which keeps an exception's type and arguments, carries it whole.
 """
 
 from __future__ import annotations
