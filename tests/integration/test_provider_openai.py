@@ -439,7 +439,7 @@ def test_request_maps_messages_media_tools_and_schema(server: WireServer) -> Non
         },
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "c1",

@@ -5,6 +5,10 @@ fetched from the real server), so a test can hold what the provider sent and the
 raw SSE the server answered next to the events the provider made of it. The
 model is tiny and base-trained: tests assert the shape of what comes back, never
 its wording. See docs/real-model.md for the server's quirks shown here.
+
+The tool round trip runs twice: through the provider with a hand-built history,
+and as a whole turn in a real worker (Redis, Celery) whose model calls go
+through a relay as well.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from shared.client import Client
 from shared.config import ToolSelection
+from shared.errors import TurnFailed
+from shared.steps import StepSource, StepType
 from tests.real_model import MODEL_ALIAS, llama_server
 from tests.wire_servers import RecordedRequest, Reply, WireServer
 from worker.providers.base import (
@@ -53,14 +60,21 @@ NAMED_WEATHER = {"type": "function", "function": {"name": WEATHER.name}}
 
 
 class Relay:
-    """A responder that forwards each request to the real server and keeps the raw answer."""
+    """A responder that forwards each request to the real server and keeps the raw answer.
 
-    def __init__(self, upstream_base_url: str) -> None:
+    `max_tokens` caps the answers of requests that set no cap of their own (a turn in a
+    worker sends none), so the base model's rambling stays within the test's time.
+    """
+
+    def __init__(self, upstream_base_url: str, *, max_tokens: int | None = None) -> None:
         parts = urlsplit(upstream_base_url)
         self._host = parts.hostname or "127.0.0.1"
         self._port = parts.port or 80
+        self._max_tokens = max_tokens
         self._lock = threading.Lock()
         self.answers: list[bytes] = []
+        self.statuses: list[int] = []
+        self.content_types: list[str] = []
 
     def __call__(self, request: RecordedRequest) -> Reply:
         connection = http.client.HTTPConnection(self._host, self._port, timeout=60)
@@ -70,7 +84,7 @@ class Relay:
                 for name, value in request.headers.items()
                 if name in ("content-type", "accept", "authorization")
             }
-            connection.request(request.method, request.path, request.body or None, headers)
+            connection.request(request.method, request.path, self._body(request), headers)
             response = connection.getresponse()
             body = response.read()
             content_type = response.getheader("Content-Type") or "application/octet-stream"
@@ -78,8 +92,17 @@ class Relay:
             connection.close()
         with self._lock:
             self.answers.append(body)
+            self.statuses.append(response.status)
+            self.content_types.append(content_type)
         streamed = content_type.startswith("text/event-stream")
         return Reply(response.status, {"Content-Type": content_type}, (body,), streamed=streamed)
+
+    def _body(self, request: RecordedRequest) -> bytes | None:
+        if self._max_tokens is None or not request.body:
+            return request.body or None
+        body = request.json()
+        body.setdefault("max_tokens", self._max_tokens)
+        return json.dumps(body).encode()
 
     def chunks(self, answer: int = -1) -> list[dict[str, Any]]:
         """The JSON chunks of one recorded SSE answer (``[DONE]`` left out)."""
@@ -223,3 +246,108 @@ def test_exact_model_name_is_sent(
     assert served == [MODEL_ALIAS]
     # The server echoes the requested name (it would echo an unknown one too, see the doc).
     assert {chunk["model"] for chunk in forward.chunks()} == {MODEL_ALIAS}
+
+
+def test_tool_result_goes_back_to_the_server_in_a_second_call(
+    provider: OpenAIProvider, relay: tuple[WireServer, Relay]
+) -> None:
+    wire, forward = relay
+    first = run(
+        provider,
+        request_for(
+            tools=(WEATHER,),
+            tool_selection=ToolSelection.REQUIRED,
+            options={**GREEDY, "max_tokens": 64},
+        ),
+    )
+    calls = [event.call for event in first if isinstance(event, ToolCallEvent)]
+    assert len(calls) == 1, first
+    history = (
+        *ASK_WEATHER,
+        Message(Role.ASSISTANT, tool_calls=(calls[0],)),
+        Message(Role.TOOL, '{"sky": "sunny"}', tool_call_id=calls[0].id, name=WEATHER.name),
+    )
+    # As a turn's next call: the same tools, now AUTO (llama.cpp's gemma format answers in text).
+    second = run(
+        provider,
+        ModelRequest(
+            model=MODEL_ALIAS,
+            messages=history,
+            tools=(WEATHER,),
+            options={**GREEDY, "max_tokens": 16},
+        ),
+    )
+
+    assert forward.statuses == [200, 200], forward.answers[-1][:500]
+    assert forward.content_types[-1].startswith("text/event-stream")
+    assert isinstance(second[-1], FinishEvent), second
+    sent = wire.bodies()[-1]["messages"]
+    assert [message["role"] for message in sent] == ["user", "assistant", "tool"]
+    # An assistant message carrying tool calls has "" as its content: llama.cpp refuses null.
+    assert sent[1]["content"] == ""
+    assert [call["id"] for call in sent[1]["tool_calls"]] == [calls[0].id]
+    assert sent[2] == {"role": "tool", "tool_call_id": calls[0].id, "content": '{"sky": "sunny"}'}
+
+
+# A whole turn in a real worker
+
+
+@pytest.fixture(scope="module")
+def turn_relay(llama_base_url: str) -> Iterator[tuple[WireServer, Relay]]:
+    """The relay the worker's model calls go through; it caps each answer at 32 tokens."""
+    forward = Relay(llama_base_url, max_tokens=32)
+    with WireServer() as wire:
+        yield wire, forward
+
+
+@pytest.fixture(scope="module")
+def stack_env(stack_env: dict[str, str], turn_relay: tuple[WireServer, Relay]) -> dict[str, str]:
+    """The shared stack environment, with the openai provider pointed at the relay."""
+    wire, _ = turn_relay
+    return {
+        **stack_env,
+        "SIGNOFF_OPENAI_BASE_URL": f"{wire.url}/v1",
+        "SIGNOFF_PROVIDER_MAX_RETRIES": "0",
+        "SIGNOFF_PROVIDER_TIMEOUT_S": "60",
+    }
+
+
+def test_a_turn_sends_the_real_tool_call_and_its_result_back(
+    client: Client, turn_relay: tuple[WireServer, Relay]
+) -> None:
+    wire, forward = turn_relay
+    wire.script(*[forward] * 3)
+    conversation = client.new_conversation(
+        provider="openai",
+        model=MODEL_ALIAS,
+        tools={"calculator": "auto"},
+        tool_selection=ToolSelection.REQUIRED,
+        max_model_calls=3,
+    )
+    try:
+        turn_id = conversation.send("What is 2 + 3? Use the calculator.")
+        conversation.wait_for_turn(turn_id, timeout=120)
+    except TurnFailed as exc:
+        pytest.fail(
+            f"the turn failed: {exc}; server statuses {forward.statuses}, "
+            f"last answer {forward.answers[-1:]!r:.300}"
+        )
+
+    steps = conversation.history
+    call_at = next(i for i, s in enumerate(steps) if s.type is StepType.TOOL_CALL)
+    call = steps[call_at].tool_calls[0]
+    assert call.name == "calculator"
+    # The small model's arguments may not evaluate: a failed result goes back just the same.
+    result_at = next(i for i, s in enumerate(steps) if s.type is StepType.TOOL_RESULT)
+    assert result_at > call_at
+    assert steps[result_at].tool_calls[0].id == call.id
+    assert any(
+        s.type is StepType.TEXT_RESPONSE and s.source is StepSource.MODEL
+        for s in steps[result_at + 1 :]
+    ), [(s.type, s.status) for s in steps]
+
+    assert forward.statuses == [200, 200]
+    assert all(kind.startswith("text/event-stream") for kind in forward.content_types)
+    sent = wire.bodies()[1]["messages"]
+    tool_messages = [message for message in sent if message["role"] == "tool"]
+    assert [message["tool_call_id"] for message in tool_messages] == [call.id]

@@ -11,6 +11,9 @@ tolerates their differences:
   so the runtime can report a tool error back to the model; `raw_arguments`
   reads them, and such a call is sent back to the server with its text as is.
 - A call without an id gets ``call_<n>``, its position in the answer.
+- Every message's content is a string: an assistant message that carries only
+  tool calls goes with ``""``, never ``null``, which llama-cpp-python's server
+  refuses with HTTP 500 (OpenAI takes either).
 - Reasoning arrives as ``reasoning_content`` or ``reasoning`` on the delta.
 - Usage comes from the last chunk that carries it; a server that sends none
   yields no `UsageEvent` (nothing is estimated).
@@ -200,13 +203,11 @@ def _message(message: Message) -> dict[str, Any]:
 
 
 def _assistant(message: Message) -> dict[str, Any]:
-    if not message.tool_calls:
-        return {"role": "assistant", "content": message.content}
-    return {
-        "role": "assistant",
-        "content": message.content or None,
-        "tool_calls": [_call_out(call) for call in message.tool_calls],
-    }
+    """Content stays a string, "" beside tool calls: llama.cpp's server refuses null."""
+    out: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [_call_out(call) for call in message.tool_calls]
+    return out
 
 
 def _call_out(call: ToolCall) -> dict[str, Any]:
