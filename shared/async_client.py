@@ -2,6 +2,10 @@
 
 Reads, submissions and event following are native async Redis calls; only
 sending the Celery task (a short, non-blocking publish) runs in a thread.
+
+An `AsyncClient` belongs to one event loop (redis.asyncio connections do): its tasks
+share `client_redis_connections` connections, and a task beyond them waits for a free
+one (up to `redis_pool_wait_s`, then StorageError). Use one client per loop.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from shared.event_log import parse_event
 from shared.events import ChatResponse, EventBase
 from shared.history import HistorySnapshot, HistoryStore
 from shared.keys import KeySpace
-from shared.redis_client import connect, connect_async, storage_errors
+from shared.redis_client import ASYNC_CLIENT_POOL, connect, connect_async, storage_errors
 from shared.settings import Settings, load_settings
 from shared.steps import Step, UsageMetadata
 from shared.tasks import TaskSender
@@ -35,14 +39,16 @@ _BLOCK_MS = 1000
 
 
 class AsyncClient:
-    """Async entry point; `new_conversation` takes the options of `Client.new_conversation`."""
+    """Async entry point for one event loop; `new_conversation` takes `Client`'s options."""
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or load_settings()
-        self.redis = connect_async(self.settings)
+        self.redis = connect_async(self.settings, pool=ASYNC_CLIENT_POOL)
         self.keys = KeySpace(self.settings.key_prefix)
         # The store's pure halves (key names, arguments, parsing) are shared with the sync client.
-        self.store = ConversationStore(connect(self.settings), self.keys, self.settings)
+        self.store = ConversationStore(
+            connect(self.settings, pool=ASYNC_CLIENT_POOL), self.keys, self.settings
+        )
         self.tasks = TaskSender(self.settings)
 
     async def new_conversation(self, **options: Any) -> AsyncConversation:

@@ -3,6 +3,12 @@
 A `Conversation` is a handle on state that lives in Redis: any number of
 handles, in any process, see the same conversation. Reading a stream is only
 observation: dropping it cancels nothing; `abort()` does.
+
+Threads: one `Client` may be shared by any number of threads. Its Redis pool holds
+`client_redis_connections` connections and its task sender `broker_connections`; a
+thread beyond them waits for a free one (up to `redis_pool_wait_s`, then StorageError)
+instead of failing. A `Conversation` is a thin, stateless handle (a client and an id),
+so it is thread-safe too.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from shared.history import HistorySnapshot, HistoryStore
 from shared.keys import KeySpace
 from shared.notification_stream import NotificationReceiver
 from shared.notifications import NotificationStore
-from shared.redis_client import connect
+from shared.redis_client import CLIENT_POOL, connect
 from shared.schema import check_schema
 from shared.settings import DoubleTextPolicy, Settings, load_settings
 from shared.steps import Step, UsageMetadata
@@ -43,13 +49,13 @@ _BLOCK_MS = 1000
 
 
 class Client:
-    """Entry point: settings from the environment when omitted."""
+    """Entry point: settings from the environment when omitted. Share one across threads."""
 
     def __init__(
         self, settings: Settings | None = None, *, redis_client: redis.Redis | None = None
     ) -> None:
         self.settings = settings or load_settings()
-        self.redis = redis_client or connect(self.settings)
+        self.redis = redis_client or connect(self.settings, pool=CLIENT_POOL)
         self.keys = KeySpace(self.settings.key_prefix)
         self.store = ConversationStore(self.redis, self.keys, self.settings)
         self.events = EventLog(self.redis, self.keys)
@@ -158,7 +164,7 @@ class Client:
 
 
 class Conversation:
-    """A handle on one conversation; its state lives in Redis."""
+    """A handle on one conversation; its state lives in Redis, so the handle is thread-safe."""
 
     def __init__(self, client: Client, conversation_id: str) -> None:
         self.client = client

@@ -1,44 +1,137 @@
-"""Redis connections built from settings, and the conversion of Redis errors into ours."""
+"""Redis connections built from settings, and the conversion of Redis errors into ours.
+
+A pool named by a `PoolBound` holds at most the connections its setting allows and
+is shared by threads (or tasks): a caller beyond the bound waits for a free
+connection up to `redis_pool_wait_s`, then gets `PoolExhausted`, which names the
+setting to raise. redis-py's default pool fails at once at 100 ("Too many connections").
+"""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import redis
 import redis.asyncio
 
 from shared.errors import StorageError
-from shared.settings import Settings
+from shared.settings import ENV_PREFIX, Settings
 
-__all__ = ["connect", "connect_async", "storage_errors", "translate_errors"]
+__all__ = [
+    "ASYNC_CLIENT_POOL",
+    "CLIENT_POOL",
+    "PoolBound",
+    "PoolExhausted",
+    "connect",
+    "connect_async",
+    "storage_errors",
+    "translate_errors",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+_NO_CONNECTION = "No connection available."  # redis-py's BlockingConnectionPool, at its timeout
 
-def connect(settings: Settings, **options: Any) -> redis.Redis:
-    """A client with decoded responses and the configured timeouts."""
-    return redis.Redis.from_url(
-        settings.redis_url,
-        decode_responses=True,
-        socket_timeout=options.pop("socket_timeout", settings.redis_timeout_s),
-        socket_connect_timeout=settings.redis_timeout_s,
-        health_check_interval=30,
+
+@dataclass(frozen=True)
+class PoolBound:
+    """A bounded pool: its name in messages and the setting that sizes it."""
+
+    name: str
+    setting: Literal["client_redis_connections", "web_redis_connections", "broker_connections"]
+
+    def size(self, settings: Settings) -> int:
+        return int(getattr(settings, self.setting))
+
+    def exhausted(self, settings: Settings) -> str:
+        """What a caller that waited too long is told: the pool, and the setting to raise."""
+        return (
+            f"every connection of the {self.name} pool ({self.size(settings)}) stayed busy for "
+            f"{settings.redis_pool_wait_s} s; raise {ENV_PREFIX}{self.setting.upper()} (or "
+            f"{ENV_PREFIX}REDIS_POOL_WAIT_S), or use it from fewer threads or tasks at once"
+        )
+
+
+CLIENT_POOL = PoolBound("client", "client_redis_connections")
+ASYNC_CLIENT_POOL = PoolBound("async client", "client_redis_connections")
+
+
+class PoolExhausted(redis.ConnectionError):
+    """Raised when no pooled connection came free within the wait; names the setting."""
+
+
+class _WaitingPool(redis.BlockingConnectionPool):
+    """A blocking pool whose timeout says which pool and which setting."""
+
+    def __init__(self, *, exhausted: str, **options: Any) -> None:
+        super().__init__(**options)
+        self.exhausted = exhausted
+
+    def get_connection(self, *args: Any, **options: Any) -> Any:
+        try:
+            return super().get_connection(*args, **options)
+        except redis.ConnectionError as exc:
+            if str(exc) != _NO_CONNECTION:
+                raise
+            raise PoolExhausted(self.exhausted) from exc
+
+
+class _AsyncWaitingPool(redis.asyncio.BlockingConnectionPool):
+    """`_WaitingPool` for redis.asyncio: tasks of one event loop wait their turn."""
+
+    def __init__(self, *, exhausted: str, **options: Any) -> None:
+        super().__init__(**options)
+        self.exhausted = exhausted
+
+    async def get_connection(self, *args: Any, **options: Any) -> Any:
+        try:
+            return await super().get_connection(*args, **options)
+        except redis.ConnectionError as exc:
+            if str(exc) != _NO_CONNECTION:
+                raise
+            raise PoolExhausted(self.exhausted) from exc
+
+
+def connect(settings: Settings, *, pool: PoolBound | None = None, **options: Any) -> redis.Redis:
+    """A client with decoded responses and the configured timeouts; `pool` bounds its pool."""
+    options = {
+        "decode_responses": True,
+        "socket_timeout": options.pop("socket_timeout", settings.redis_timeout_s),
+        "socket_connect_timeout": settings.redis_timeout_s,
+        "health_check_interval": 30,
         **options,
-    )
+    }
+    if pool is None:
+        return redis.Redis.from_url(settings.redis_url, **options)
+    bounded = _WaitingPool.from_url(settings.redis_url, **_bounds(settings, pool), **options)
+    return redis.Redis.from_pool(bounded)
 
 
-def connect_async(settings: Settings, **options: Any) -> redis.asyncio.Redis:
-    return redis.asyncio.Redis.from_url(
-        settings.redis_url,
-        decode_responses=True,
-        socket_timeout=options.pop("socket_timeout", settings.redis_timeout_s),
-        socket_connect_timeout=settings.redis_timeout_s,
+def connect_async(
+    settings: Settings, *, pool: PoolBound | None = None, **options: Any
+) -> redis.asyncio.Redis:
+    options = {
+        "decode_responses": True,
+        "socket_timeout": options.pop("socket_timeout", settings.redis_timeout_s),
+        "socket_connect_timeout": settings.redis_timeout_s,
         **options,
-    )
+    }
+    if pool is None:
+        return redis.asyncio.Redis.from_url(settings.redis_url, **options)
+    bounded = _AsyncWaitingPool.from_url(settings.redis_url, **_bounds(settings, pool), **options)
+    return redis.asyncio.Redis.from_pool(bounded)
+
+
+def _bounds(settings: Settings, pool: PoolBound) -> dict[str, Any]:
+    return {
+        "max_connections": pool.size(settings),
+        "timeout": settings.redis_pool_wait_s,
+        "exhausted": pool.exhausted(settings),
+    }
 
 
 @contextmanager

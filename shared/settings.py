@@ -61,6 +61,28 @@ class Settings(BaseSettings):
     )
     key_prefix: str = Field("signoff", description="Prefix of every Redis key Signoff writes.")
     redis_timeout_s: float = Field(5.0, gt=0, description="Socket timeout for Redis commands.")
+    redis_pool_wait_s: float = Field(
+        5.0,
+        gt=0,
+        description="How long a thread (or task) waits for a free pooled connection (client, "
+        "web, task sending) before StorageError naming the pool; the web answers 503 with "
+        "Retry-After.",
+    )
+    client_redis_connections: int = Field(
+        32,
+        ge=1,
+        le=1000,
+        description="Redis connections per `Client` or `AsyncClient`, shared by its threads or "
+        "tasks: those beyond it wait for one (a thread following a stream holds one up to a "
+        "second at a time).",
+    )
+    broker_connections: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Broker connections per process for sending tasks (Celery's "
+        "`broker_pool_limit`); senders beyond it wait for one.",
+    )
     redis_retry_s: float = Field(
         60.0,
         ge=0,
@@ -194,7 +216,7 @@ class Settings(BaseSettings):
         ge=2,
         le=1000,
         description="Redis connections per web process (one is the live feed's); a request "
-        "waits up to SIGNOFF_REDIS_TIMEOUT_S for one, then gets 503 with Retry-After.",
+        "waits up to SIGNOFF_REDIS_POOL_WAIT_S for one, then gets 503 with Retry-After.",
     )
 
     @field_validator("key_prefix")

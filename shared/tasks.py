@@ -13,15 +13,26 @@ from typing import Any, Protocol
 
 import redis
 from celery import Celery
-from kombu.exceptions import KombuError
+from kombu import Connection
+from kombu.exceptions import KombuError, LimitExceeded
 
 from shared.errors import StorageError
+from shared.redis_client import PoolBound
 from shared.settings import Settings
 
-__all__ = ["ADVANCE", "SWEEP", "Advancer", "TaskSender", "celery_config", "queue_name"]
+__all__ = [
+    "ADVANCE",
+    "BROKER_POOL",
+    "SWEEP",
+    "Advancer",
+    "TaskSender",
+    "celery_config",
+    "queue_name",
+]
 
 ADVANCE = "signoff.advance"
 SWEEP = "signoff.sweep"
+BROKER_POOL = PoolBound("task-sending broker", "broker_connections")
 
 
 def queue_name(settings: Settings) -> str:
@@ -39,6 +50,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_transport_options": transport,
         "result_backend_transport_options": transport,
         "broker_connection_retry_on_startup": True,
+        "broker_pool_limit": settings.broker_connections,
         "task_serializer": "json",
         "result_serializer": "json",
         "event_serializer": "json",
@@ -64,19 +76,40 @@ class Advancer(Protocol):
 
 
 class TaskSender:
-    """A producer-only Celery app: sends `advance` by name."""
+    """A producer-only Celery app: sends `advance` by name.
+
+    Threads may share one: each send borrows a connection of the broker pool
+    (`broker_connections`), waiting up to `redis_pool_wait_s` for a free one.
+    """
 
     def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self.app = Celery("signoff-producer", set_as_current=False)
         self.app.conf.update(celery_config(settings))
 
     def advance(self, conversation_id: str) -> None:
-        with _broker_errors(f"sending advance for conversation {conversation_id}"):
-            self.app.send_task(ADVANCE, args=[conversation_id])
+        self._send(ADVANCE, f"sending advance for conversation {conversation_id}", conversation_id)
 
     def sweep(self) -> None:
-        with _broker_errors("sending a sweep"):
-            self.app.send_task(SWEEP)
+        self._send(SWEEP, "sending a sweep")
+
+    def _send(self, name: str, action: str, *args: str) -> None:
+        with _broker_errors(action), self._connection(action) as connection:
+            self.app.send_task(name, args=list(args), connection=connection)
+
+    @contextmanager
+    def _connection(self, action: str) -> Iterator[Connection]:
+        """A pooled broker connection, waited for with a limit.
+
+        Celery's own producer pool cannot bound the wait: it grows by the pool limit each
+        time an app looks it up, and its producers then wait for a connection forever.
+        """
+        try:
+            connection = self.app.pool.acquire(block=True, timeout=self.settings.redis_pool_wait_s)
+        except LimitExceeded as exc:
+            raise StorageError(f"{action}: {BROKER_POOL.exhausted(self.settings)}") from exc
+        with connection:
+            yield connection
 
     def close(self) -> None:
         self.app.close()

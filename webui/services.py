@@ -26,12 +26,14 @@ from shared.history import HistoryStore
 from shared.keys import KeySpace
 from shared.notifications import NotificationStore
 from shared.policy import PolicyStore
+from shared.redis_client import PoolBound, connect
 from shared.settings import Settings
 from shared.users import LoginThrottle, TokenStore, UserStore
 from webui.broadcast import Broadcaster
 
 __all__ = [
     "EXTENSION",
+    "WEB_POOL",
     "Services",
     "build_services",
     "connect_pool",
@@ -39,6 +41,7 @@ __all__ = [
 ]
 
 EXTENSION = "signoff"
+WEB_POOL = PoolBound("web", "web_redis_connections")
 
 
 @dataclass
@@ -77,21 +80,13 @@ class Services:
         self.client.close()
 
 
-def connect_pool(settings: Settings, *, max_connections: int | None = None) -> redis.Redis:
-    """A client whose pool holds at most `max_connections` (default: the setting).
+def connect_pool(settings: Settings) -> redis.Redis:
+    """A client whose pool holds at most `web_redis_connections`, opened on demand.
 
-    Connections open on demand; a thread waits up to the Redis timeout for a free one.
+    A thread waits up to `redis_pool_wait_s` for a free connection, then gets a
+    StorageError naming the setting, which the API answers with 503 and Retry-After.
     """
-    pool = redis.BlockingConnectionPool.from_url(
-        settings.redis_url,
-        max_connections=max_connections or settings.web_redis_connections,
-        timeout=settings.redis_timeout_s,
-        decode_responses=True,
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-        health_check_interval=30,
-    )
-    return redis.Redis(connection_pool=pool)
+    return connect(settings, pool=WEB_POOL)
 
 
 def build_services(settings: Settings) -> Services:

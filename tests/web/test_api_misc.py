@@ -165,7 +165,7 @@ def test_threads_wait_for_the_bounded_pool(make_app: AppFactory) -> None:
 
 def test_a_starved_pool_answers_503_with_retry_after(make_app: AppFactory) -> None:
     """Every connection held past the wait: the answer says when to come back."""
-    app = make_app(web_redis_connections=2, redis_timeout_s=0.2)
+    app = make_app(web_redis_connections=2, redis_pool_wait_s=0.2)
     svc, http = services_of(app), app.test_client()
     viewer = bearer(svc.tokens.create("v", Role.VIEWER))
     pool = svc.redis.connection_pool
@@ -178,4 +178,5 @@ def test_a_starved_pool_answers_503_with_retry_after(make_app: AppFactory) -> No
     assert response.status_code == 503, response.text
     assert response.headers["Retry-After"] == "1"
     assert response.json["error"]["code"] == "storage_error"
+    assert "SIGNOFF_WEB_REDIS_CONNECTIONS" in response.json["error"]["message"]
     assert http.get("/api/v1/conversations", headers=viewer).status_code == 200
