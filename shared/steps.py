@@ -140,3 +140,156 @@ class Step(BaseModel):
     http_code: int = 0
     command: str = ""
     """On a user input: the slash command it was (never sent to the model); empty for a prompt."""
+
+    # Constructors, one per kind of step: each states its type, source and target once.
+
+    @classmethod
+    def user_input(cls, text: str, *, turn_id: str, index: int, command: str = "") -> Self:
+        """The user's prompt (or slash command) that starts a turn."""
+        return cls(
+            id=f"{turn_id}-input",
+            step_index=index,
+            type=StepType.USER_INPUT,
+            source=StepSource.USER,
+            target=StepTarget.UNSPECIFIED,
+            content=text,
+            command=command,
+        )
+
+    @classmethod
+    def model_response(
+        cls,
+        *,
+        turn_id: str,
+        index: int,
+        status: StepStatus,
+        content: str = "",
+        thinking: str = "",
+        tool_calls: list[ToolCall] | None = None,
+        usage: UsageMetadata | None = None,
+    ) -> Self:
+        """A finished model call: a tool call when it asks for tools, else a text response."""
+        calls = tool_calls or []
+        return cls(
+            id=f"{turn_id}-model-{index}",
+            step_index=index,
+            type=StepType.TOOL_CALL if calls else StepType.TEXT_RESPONSE,
+            source=StepSource.MODEL,
+            target=StepTarget.USER,
+            status=status,
+            content=content,
+            thinking=thinking,
+            tool_calls=calls,
+            is_complete_response=not calls and status is StepStatus.DONE,
+            usage_metadata=usage,
+        )
+
+    @classmethod
+    def model_delta(cls, *, index: int, content_delta: str = "", thinking_delta: str = "") -> Self:
+        """Text the model is still producing: a partial step, streamed and never stored."""
+        return cls(
+            step_index=index,
+            type=StepType.TEXT_RESPONSE,
+            source=StepSource.MODEL,
+            target=StepTarget.USER,
+            status=StepStatus.ACTIVE,
+            thinking_delta=thinking_delta,
+            content_delta=content_delta,
+        )
+
+    @classmethod
+    def tool_result(
+        cls,
+        call: ToolCall,
+        content: str,
+        *,
+        turn_id: str,
+        index: int,
+        status: StepStatus,
+        error: str = "",
+    ) -> Self:
+        """What a tool returned (or why it did not run), for the model."""
+        return cls(
+            id=f"{call.id or turn_id}-result",
+            step_index=index,
+            type=StepType.TOOL_RESULT,
+            source=StepSource.SYSTEM,
+            target=StepTarget.ENVIRONMENT,
+            status=status,
+            content=content,
+            tool_calls=[call],
+            error=error,
+        )
+
+    @classmethod
+    def to_model(cls, content: str, *, id: str = "") -> Self:
+        """A system instruction to the model (a repair request, say)."""
+        return cls.system_message(content, target=StepTarget.ENVIRONMENT, id=id)
+
+    @classmethod
+    def to_user(cls, content: str, *, id: str = "") -> Self:
+        """A system message for the user; it never reaches the model."""
+        return cls.system_message(content, target=StepTarget.USER, id=id)
+
+    @classmethod
+    def system_message(cls, content: str, *, target: StepTarget, id: str = "") -> Self:
+        return cls(
+            id=id,
+            type=StepType.SYSTEM_MESSAGE,
+            source=StepSource.SYSTEM,
+            target=target,
+            content=content,
+        )
+
+    @classmethod
+    def error_message(
+        cls,
+        message: str,
+        *,
+        turn_id: str,
+        index: int,
+        http_code: int = 0,
+        status: StepStatus = StepStatus.ERROR,
+    ) -> Self:
+        """A system message telling the user what went wrong; it never reaches the model."""
+        return cls(
+            id=f"{turn_id}-error",
+            step_index=index,
+            type=StepType.SYSTEM_MESSAGE,
+            source=StepSource.SYSTEM,
+            target=StepTarget.USER,
+            status=status,
+            error=message,
+            content=message,
+            http_code=http_code,
+        )
+
+    @classmethod
+    def compaction(
+        cls, summary: str, *, turn_id: str, index: int, usage: UsageMetadata | None = None
+    ) -> Self:
+        """A summary that stands in for every step before it in the model's context."""
+        return cls(
+            id=f"{turn_id}-compaction-{index}",
+            step_index=index,
+            type=StepType.COMPACTION,
+            source=StepSource.SYSTEM,
+            target=StepTarget.UNSPECIFIED,
+            content=summary,
+            usage_metadata=usage,
+        )
+
+    @classmethod
+    def finish(
+        cls, *, turn_id: str, index: int, structured_output: Any, usage: UsageMetadata | None
+    ) -> Self:
+        """The last step of a completed turn: its usage and structured output."""
+        return cls(
+            id=f"{turn_id}-finish",
+            step_index=index,
+            type=StepType.FINISH,
+            source=StepSource.SYSTEM,
+            target=StepTarget.USER,
+            structured_output=structured_output,
+            usage_metadata=usage,
+        )

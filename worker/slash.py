@@ -5,7 +5,7 @@ from __future__ import annotations
 from shared.approvals import PassiveEvent
 from shared.content import SLASH_COMMANDS, SlashCommand
 from shared.events import StepEvent
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
+from shared.steps import Step, UsageMetadata
 from worker.context import build_messages
 from worker.leg import Leg
 from worker.providers.base import Message, ModelRequest, Provider, Role, TextDelta, UsageEvent
@@ -26,7 +26,7 @@ def run_command(leg: Leg, command: SlashCommand, provider: Provider) -> None:
     if command.name == "help":
         lines = [f"/{name}: {text}" for name, text in COMMANDS.items()]
         leg.checkpoint.final_text = "Slash commands:\n" + "\n".join(lines)
-        complete_turn(leg, [_system_step(leg.checkpoint.final_text)])
+        complete_turn(leg, [Step.to_user(leg.checkpoint.final_text)])
     elif command.name == "compact":
         compacted = compact(leg, provider)
         leg.checkpoint.final_text = f"History compacted: {compacted} steps summarised."
@@ -48,15 +48,8 @@ def compact(leg: Leg, provider: Provider) -> int:
         Message(Role.USER, _SUMMARY_INSTRUCTION),
     )
     summary, usage = _collect(provider, ModelRequest(model=leg.config.model, messages=messages))
-    step = Step(
-        id=f"{leg.turn_id}-compaction-{leg.writer.next_position}",
-        step_index=leg.writer.next_position,
-        type=StepType.COMPACTION,
-        source=StepSource.SYSTEM,
-        target=StepTarget.UNSPECIFIED,
-        status=StepStatus.DONE,
-        content=summary,
-        usage_metadata=usage,
+    step = Step.compaction(
+        summary, turn_id=leg.turn_id, index=leg.writer.next_position, usage=usage
     )
     leg.checkpoint.usage = leg.checkpoint.usage + (usage or UsageMetadata())
     event = StepEvent(
@@ -85,13 +78,3 @@ def _collect(provider: Provider, request: ModelRequest) -> tuple[str, UsageMetad
         elif isinstance(event, UsageEvent):
             usage = event.usage
     return "".join(text).strip(), usage
-
-
-def _system_step(text: str) -> Step:
-    return Step(
-        type=StepType.SYSTEM_MESSAGE,
-        source=StepSource.SYSTEM,
-        target=StepTarget.USER,
-        status=StepStatus.DONE,
-        content=text,
-    )

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from shared.events import StepEvent
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, UsageMetadata
+from shared.steps import Step, ToolCall, UsageMetadata
 from worker.providers.base import (
     FinishEvent,
     ProviderEvent,
@@ -127,12 +127,8 @@ class StepStreamer:
         with self._lock:
             if not self._thinking and not self._text:
                 return None
-            step = Step(
-                step_index=self.step_index,
-                type=StepType.TEXT_RESPONSE,
-                source=StepSource.MODEL,
-                target=StepTarget.USER,
-                status=StepStatus.ACTIVE,
+            step = Step.model_delta(
+                index=self.step_index,
                 thinking_delta="".join(self._thinking),
                 content_delta="".join(self._text),
             )

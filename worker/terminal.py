@@ -15,7 +15,7 @@ from shared.events import (
     StepEvent,
     TurnStatus,
 )
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
+from shared.steps import Step, StepSource, StepStatus, UsageMetadata
 from worker.leg import Leg
 from worker.writer import Flush
 
@@ -49,16 +49,8 @@ def error_step(
     leg: Leg, message: str, *, http_code: int = 0, status: StepStatus = StepStatus.ERROR
 ) -> Step:
     """A step telling the user what went wrong; it never reaches the model."""
-    return Step(
-        id=f"{leg.turn_id}-error",
-        step_index=_position(leg),
-        type=StepType.SYSTEM_MESSAGE,
-        source=StepSource.SYSTEM,
-        target=StepTarget.USER,
-        status=status,
-        error=message,
-        content=message,
-        http_code=http_code,
+    return Step.error_message(
+        message, turn_id=leg.turn_id, index=_position(leg), http_code=http_code, status=status
     )
 
 
@@ -79,15 +71,11 @@ def complete_turn(
     base = _position(leg)
     for offset, step in enumerate(steps):
         step.step_index = base + offset
-    finish = Step(
-        id=f"{leg.turn_id}-finish",
-        step_index=base + len(steps),
-        type=StepType.FINISH,
-        source=StepSource.SYSTEM,
-        target=StepTarget.USER,
-        status=StepStatus.DONE,
+    finish = Step.finish(
+        turn_id=leg.turn_id,
+        index=base + len(steps),
         structured_output=cp.structured_output,
-        usage_metadata=cp.usage,
+        usage=cp.usage,
     )
     steps.append(finish)
     turn_steps = [*leg.turn_steps(), *steps]

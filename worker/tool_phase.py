@@ -16,7 +16,7 @@ from typing import Any
 from shared.config import ToolPolicy
 from shared.events import ConversationStatus, StepEvent, TurnStatus
 from shared.policy import effective_policy
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from shared.steps import Step, StepStatus, ToolCall
 from worker.approval import Decision, decision_for, park
 from worker.checkpoint import Phase
 from worker.leg import Leg
@@ -188,6 +188,12 @@ def result_text(outcome: ToolOutcome, *, denied: bool = False) -> str:
     return json.dumps(payload, default=str, ensure_ascii=False)
 
 
+def _result_status(outcome: ToolOutcome, *, denied: bool) -> StepStatus:
+    if denied:
+        return StepStatus.CANCELED
+    return StepStatus.DONE if outcome.ok else StepStatus.ERROR
+
+
 def _write_result(
     leg: Leg,
     call: ToolCall,
@@ -196,17 +202,12 @@ def _write_result(
     denied: bool = False,
     resumed: dict[str, str] | None = None,
 ) -> None:
-    step = Step(
-        id=f"{call.id or leg.turn_id}-result",
-        step_index=leg.writer.next_position,
-        type=StepType.TOOL_RESULT,
-        source=StepSource.SYSTEM,
-        target=StepTarget.ENVIRONMENT,
-        status=StepStatus.CANCELED
-        if denied
-        else (StepStatus.DONE if outcome.ok else StepStatus.ERROR),
-        content=result_text(outcome, denied=denied),
-        tool_calls=[call],
+    step = Step.tool_result(
+        call,
+        result_text(outcome, denied=denied),
+        turn_id=leg.turn_id,
+        index=leg.writer.next_position,
+        status=_result_status(outcome, denied=denied),
         error="" if outcome.ok else outcome.error,
     )
     leg.checkpoint.pending_calls = leg.checkpoint.pending_calls[1:]

@@ -16,7 +16,7 @@ from shared.errors import ProviderError
 from shared.events import ConversationStatus, EventBase, StepEvent, TurnStartedEvent, TurnStatus
 from shared.rate_limit import RateLimiter
 from shared.schema import parse_json_answer, schema_violations
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from shared.steps import Step, StepStatus, StepType, ToolCall
 from worker.checkpoint import Phase
 from worker.context import build_messages, estimate_tokens
 from worker.leg import Leg
@@ -97,14 +97,10 @@ class TurnMachine:
         leg, prompt = self.leg, self.leg.turn.prompt
         command = prompt.slash_command
         text = f"/{command.name} {command.args}".strip() if command else prompt.text
-        step = Step(
-            id=f"{leg.turn_id}-input",
-            step_index=leg.writer.next_position,
-            type=StepType.USER_INPUT,
-            source=StepSource.USER,
-            target=StepTarget.UNSPECIFIED,
-            status=StepStatus.DONE,
-            content=text,
+        step = Step.user_input(
+            text,
+            turn_id=leg.turn_id,
+            index=leg.writer.next_position,
             command=command.name if command else "",
         )
         leg.checkpoint.turn_start = step.step_index
@@ -242,18 +238,14 @@ class TurnMachine:
         self, streamer: StepStreamer, output: ModelOutput, *, status: StepStatus
     ) -> Step:
         calls = [self._with_path(c) for c in output.tool_calls]
-        return Step(
-            id=f"{self.leg.turn_id}-model-{streamer.step_index}",
-            step_index=streamer.step_index,
-            type=StepType.TOOL_CALL if calls else StepType.TEXT_RESPONSE,
-            source=StepSource.MODEL,
-            target=StepTarget.USER,
+        return Step.model_response(
+            turn_id=self.leg.turn_id,
+            index=streamer.step_index,
             status=status,
             content=output.content,
             thinking=output.thinking,
             tool_calls=calls,
-            is_complete_response=not calls and status is StepStatus.DONE,
-            usage_metadata=output.usage,
+            usage=output.usage,
         )
 
     def _with_path(self, call: ToolCall) -> ToolCall:
@@ -330,16 +322,7 @@ class TurnMachine:
             + ". Reply again with only a JSON document valid against this schema: "
             + json.dumps(schema)
         )
-        return [
-            Step(
-                id=f"{self.leg.turn_id}-repair",
-                type=StepType.SYSTEM_MESSAGE,
-                source=StepSource.SYSTEM,
-                target=StepTarget.ENVIRONMENT,
-                status=StepStatus.DONE,
-                content=instruction,
-            )
-        ]
+        return [Step.to_model(instruction, id=f"{self.leg.turn_id}-repair")]
 
     def _after_response(self) -> bool:
         cp = self.leg.checkpoint
