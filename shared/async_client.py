@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Unpack
+from typing import Any
 
 from shared.chunks import StreamChunk
 from shared.client import Prompt
-from shared.config import ConversationConfig
+from shared.config import ConversationConfig, ConversationOptions
 from shared.conversations import ConversationRecord, ConversationStore
 from shared.errors import Conflict
 from shared.event_log import parse_event
@@ -29,7 +29,11 @@ from shared.settings import Settings, load_settings
 from shared.steps import Step, UsageMetadata
 from shared.tasks import TaskSender
 from shared.turn_stream import TurnFollower
-from shared.validation import PromptOptionArgs, prompt_options, validate_prompt
+from shared.validation import (
+    conversation_options,
+    prompt_options,
+    validate_prompt,
+)
 from shared.workspace import FileRead
 from shared.workspace import read_file as read_workspace_file
 
@@ -51,15 +55,28 @@ class AsyncClient:
         )
         self.tasks = TaskSender(self.settings)
 
-    async def new_conversation(self, **options: Any) -> AsyncConversation:
-        from shared.client import Client
+    async def new_conversation(
+        self,
+        options: ConversationOptions | None = None,
+        /,
+        *,
+        conversation_id: str | None = None,
+        owner: str = "",
+        policy_may_loosen: bool = True,
+        **chosen: Any,
+    ) -> AsyncConversation:
+        """`Client.new_conversation`, awaited."""
+        config = conversation_options(options, **chosen).resolve(
+            self.settings, policy_may_loosen=policy_may_loosen
+        )
+        return await self.create(config, conversation_id=conversation_id, owner=owner)
 
-        sync = Client(self.settings, redis_client=self.store.client)
-        conversation = await asyncio.to_thread(sync.new_conversation, **options)
-        return AsyncConversation(self, conversation.conversation_id)
-
-    async def create(self, config: ConversationConfig) -> AsyncConversation:
-        cid = await asyncio.to_thread(self.store.create, config)
+    async def create(
+        self, config: ConversationConfig, *, conversation_id: str | None = None, owner: str = ""
+    ) -> AsyncConversation:
+        cid = await asyncio.to_thread(
+            self.store.create, config, conversation_id=conversation_id, owner=owner
+        )
         return AsyncConversation(self, cid)
 
     async def conversation(self, conversation_id: str) -> AsyncConversation:
@@ -94,7 +111,7 @@ class AsyncConversation:
                 results = await pipe.execute()
         return store.parse_get(self.conversation_id, results)
 
-    async def _submit(self, content: Prompt, options: PromptOptionArgs) -> tuple[str, str]:
+    async def _submit(self, content: Prompt, options: dict[str, Any]) -> tuple[str, str]:
         checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)
         store = self.client.store
@@ -106,13 +123,14 @@ class AsyncConversation:
         await asyncio.to_thread(self.client.tasks.advance, self.conversation_id)
         return turn_id, after
 
-    # Every send method takes the prompt's own options (`PromptOptionArgs`), for its turn only.
+    # Every send method takes the prompt's own options (`PromptOptions`, as keywords), for
+    # its turn only.
 
-    async def send(self, content: Prompt, **options: Unpack[PromptOptionArgs]) -> str:
+    async def send(self, content: Prompt, **options: Any) -> str:
         return (await self._submit(content, options))[0]
 
     async def chat(
-        self, content: Prompt, **options: Unpack[PromptOptionArgs]
+        self, content: Prompt, **options: Any
     ) -> AsyncIterator[StreamChunk]:
         """Sends at once; the returned iterator yields the turn's chunks."""
         turn_id, after = await self._submit(content, options)
@@ -127,13 +145,13 @@ class AsyncConversation:
             raise follower.error
 
     async def chat_to_completion(
-        self, content: Prompt, **options: Unpack[PromptOptionArgs]
+        self, content: Prompt, **options: Any
     ) -> ChatResponse:
         turn_id, after = await self._submit(content, options)
         return await self.wait_for_turn(turn_id, after_event_id=after)
 
     async def chat_content(
-        self, content: Prompt, **options: Unpack[PromptOptionArgs]
+        self, content: Prompt, **options: Any
     ) -> ChatResponse:
         return await self.chat_to_completion(content, **options)
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any, Unpack
+from typing import Any
 
 import redis
 
 from shared.approvals import Notification, Resolution
 from shared.chunks import StreamChunk
-from shared.config import ConversationConfig, ToolPolicy, ToolSelection, TurnLimits
+from shared.config import ConversationConfig, ConversationOptions
 from shared.content import Content, ContentPart
 from shared.conversations import ConversationRecord, ConversationStore, Submission
 from shared.errors import Conflict, NotFound
@@ -32,12 +32,15 @@ from shared.keys import KeySpace
 from shared.notification_stream import NotificationReceiver
 from shared.notifications import NotificationStore
 from shared.redis_client import CLIENT_POOL, connect
-from shared.schema import check_schema
-from shared.settings import DoubleTextPolicy, Settings, load_settings
+from shared.settings import Settings, load_settings
 from shared.steps import Step, UsageMetadata
 from shared.tasks import TaskSender
 from shared.turn_stream import TurnFollower
-from shared.validation import PromptOptionArgs, prompt_options, validate_prompt
+from shared.validation import (
+    conversation_options,
+    prompt_options,
+    validate_prompt,
+)
 from shared.workspace import FileRead
 from shared.workspace import read_file as read_workspace_file
 
@@ -64,61 +67,23 @@ class Client:
 
     def new_conversation(
         self,
+        options: ConversationOptions | None = None,
+        /,
         *,
-        provider: str | None = None,
-        model: str | None = None,
-        system_prompt: str = "",
-        tools: dict[str, ToolPolicy | str] | None = None,
-        allow_all: bool = False,
-        tool_selection: ToolSelection | str = ToolSelection.AUTO,
-        max_history_size: int | None = None,
-        response_schema: dict[str, Any] | None = None,
-        double_text_policy: DoubleTextPolicy | str | None = None,
-        max_model_calls: int | None = None,
-        max_tool_calls: int | None = None,
-        timeout_s: float | None = None,
         conversation_id: str | None = None,
-        metadata: dict[str, str] | None = None,
-        compaction_token_budget: int | None = None,
-        approval_timeout_s: int | None = None,
-        batch_id: str | None = None,
-        labels: list[str] | None = None,
-        policy_may_loosen: bool = True,
         owner: str = "",
+        policy_may_loosen: bool = True,
+        **chosen: Any,
     ) -> Conversation:
-        """Creates a conversation; every option defaults from settings.
+        """Creates a conversation: `ConversationOptions`, or its fields as keywords.
 
-        `policy_may_loosen`: whether `tools` and `allow_all` may loosen the operator's tool
-        policy. True for a direct client (it holds the Redis credentials); the web sets it
-        from the caller's role. `owner` records who created it (the web's caller).
+        Every omitted option defaults from settings; a bad or unknown one is InvalidInput
+        naming it. `policy_may_loosen`: whether `tools` and `allow_all` may loosen the
+        operator's tool policy. True for a direct client (it holds the Redis credentials);
+        the web sets it from the caller's role. `owner` records who created it.
         """
-        if response_schema is not None:
-            check_schema(response_schema)
-        limits = TurnLimits(
-            max_model_calls=max_model_calls or self.settings.max_model_calls,
-            max_tool_calls=self.settings.max_tool_calls
-            if max_tool_calls is None
-            else max_tool_calls,
-            timeout_s=timeout_s or self.settings.turn_timeout_s,
-        )
-        config = ConversationConfig.from_settings(
-            self.settings,
-            provider=provider,
-            model=model,
-            system_prompt=system_prompt,
-            tools=tools,
-            allow_all=allow_all,
-            tool_selection=tool_selection,
-            max_history_size=max_history_size,
-            response_schema=response_schema,
-            double_text_policy=double_text_policy,
-            limits=limits,
-            metadata=metadata,
-            compaction_token_budget=compaction_token_budget,
-            approval_timeout_s=approval_timeout_s,
-            batch_id=batch_id,
-            labels=labels,
-            policy_may_loosen=policy_may_loosen,
+        config = conversation_options(options, **chosen).resolve(
+            self.settings, policy_may_loosen=policy_may_loosen
         )
         return self.create(config, conversation_id=conversation_id, owner=owner)
 
@@ -172,22 +137,22 @@ class Conversation:
 
     # Sending
     #
-    # Every send method takes the prompt's own options (`PromptOptionArgs`), for its
+    # Every send method takes the prompt's own options (`PromptOptions`, as keywords), for its
     # turn only: `tool_selection`, `timeout_s` and `response_schema` override the
     # conversation's.
 
-    def send(self, content: Prompt, **options: Unpack[PromptOptionArgs]) -> str:
+    def send(self, content: Prompt, **options: Any) -> str:
         """Validates and queues a prompt; returns its turn id. Invalid prompts queue nothing."""
         return self._submit(content, options).turn_id
 
-    def _submit(self, content: Prompt, options: PromptOptionArgs) -> Submission:
+    def _submit(self, content: Prompt, options: dict[str, Any]) -> Submission:
         checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)
         submission = self.client.store.submit(self.conversation_id, prompt, options=checked)
         self.client.tasks.advance(self.conversation_id)
         return submission
 
-    def chat(self, content: Prompt, **options: Unpack[PromptOptionArgs]) -> Iterator[StreamChunk]:
+    def chat(self, content: Prompt, **options: Any) -> Iterator[StreamChunk]:
         """Sends a prompt and yields its Thought, Text and ToolCall chunks as they arrive.
 
         The prompt is sent at once, before the first chunk is asked for. The stream ends
@@ -204,13 +169,13 @@ class Conversation:
             raise follower.error
 
     def chat_to_completion(
-        self, content: Prompt, **options: Unpack[PromptOptionArgs]
+        self, content: Prompt, **options: Any
     ) -> ChatResponse:
         """Sends a prompt and returns the authoritative completed value of its turn."""
         submission = self._submit(content, options)
         return self.wait_for_turn(submission.turn_id, after_event_id=submission.after_event_id)
 
-    def chat_content(self, content: Content, **options: Unpack[PromptOptionArgs]) -> ChatResponse:
+    def chat_content(self, content: Content, **options: Any) -> ChatResponse:
         """`chat_to_completion` for multimodal Content (text, media, slash commands)."""
         return self.chat_to_completion(content, **options)
 

@@ -24,14 +24,13 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.json_schema import JsonDict
 
-from shared.config import LABEL_PATTERN, ConversationConfig, ToolPolicy
+from shared.config import LABEL_PATTERN, TOOL_NAME_PATTERN, ConversationConfig, ToolPolicy
 from shared.errors import NotFound
 from shared.keys import ID_PATTERN, KeySpace
 from shared.redis_client import storage_errors
 
 __all__ = [
     "LABEL_PATTERN",
-    "TOOL_NAME_PATTERN",
     "OperatorPolicy",
     "PolicyChange",
     "PolicyRule",
@@ -45,7 +44,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 ALWAYS_ASK = frozenset({"ask_operator"})  # a question for a person is never answered by policy
 UNKNOWN_TOOL_DEFAULT = ToolPolicy.ASK  # a tool no worker has described yet is treated as risky
 _STRICTNESS = {ToolPolicy.AUTO: 0, ToolPolicy.ASK: 1, ToolPolicy.DENY: 2}

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any, TypedDict
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from shared.config import PromptOptions, ToolSelection
+from shared.config import ConversationOptions, PromptOptions
 from shared.content import (
     SLASH_COMMANDS,
     Content,
@@ -21,7 +22,15 @@ from shared.errors import InvalidInput, PayloadTooLarge, PromptRejected
 from shared.schema import check_schema
 from shared.settings import Settings
 
-__all__ = ["PromptOptionArgs", "prompt_options", "strip_control_characters", "validate_prompt"]
+__all__ = [
+    "checked_options",
+    "conversation_options",
+    "prompt_options",
+    "strip_control_characters",
+    "validate_prompt",
+]
+
+Options = TypeVar("Options", bound=BaseModel)
 
 # C0 controls except tab and newline, DEL, and C1 controls. Carriage returns go too:
 # a prompt's line breaks are normalised to "\n".
@@ -92,32 +101,38 @@ def _check_sizes(parts: list[ContentPart], settings: Settings) -> None:
         )
 
 
-class PromptOptionArgs(TypedDict, total=False):
-    """The keyword arguments every send method takes: one prompt's options."""
+def prompt_options(options: PromptOptions | None = None, /, **chosen: Any) -> PromptOptions:
+    """`options`, or `PromptOptions` from keywords, checked; an error names each bad option."""
+    checked = _either(PromptOptions, "prompt", options, chosen)
+    if checked.response_schema is not None:
+        check_schema(checked.response_schema)
+    return checked
 
-    tool_selection: ToolSelection | str | None
-    timeout_s: float | None
-    response_schema: dict[str, Any] | None
+
+def conversation_options(
+    options: ConversationOptions | None = None, /, **chosen: Any
+) -> ConversationOptions:
+    """`options`, or `ConversationOptions` from keywords; an error names each bad or unknown one."""
+    return _either(ConversationOptions, "conversation", options, chosen)
 
 
-def prompt_options(
-    *,
-    tool_selection: ToolSelection | str | None = None,
-    timeout_s: float | None = None,
-    response_schema: dict[str, Any] | None = None,
-) -> PromptOptions:
-    """One prompt's options, checked as the conversation's are; errors name the option."""
-    if response_schema is not None:
-        check_schema(response_schema)
+def _either(
+    model: type[Options], what: str, options: Options | None, chosen: Mapping[str, Any]
+) -> Options:
+    if options is None:
+        return checked_options(model, what, chosen)
+    if chosen:
+        raise InvalidInput(f"pass {model.__name__} or keywords, not both: {', '.join(chosen)}")
+    return options
+
+
+def checked_options(model: type[Options], what: str, options: Mapping[str, Any]) -> Options:
+    """`model` from keyword arguments (None meaning "not chosen"), or InvalidInput naming why."""
     try:
-        return PromptOptions(
-            tool_selection=tool_selection,
-            timeout_s=timeout_s,
-            response_schema=response_schema,
-        )
+        return model.model_validate({k: v for k, v in options.items() if v is not None})
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
             for error in exc.errors()
         )
-        raise InvalidInput(f"invalid prompt options: {problems}") from exc
+        raise InvalidInput(f"invalid {what} options: {problems}") from exc

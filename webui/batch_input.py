@@ -12,47 +12,22 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.batches import BatchConfig, BatchLine, line_options
-from shared.config import ConversationConfig, TurnLimits
 from shared.content import Content
 from shared.errors import SignoffError
-from shared.schema import check_schema
 from shared.settings import Settings
 from shared.validation import validate_prompt
-from webui.api.models import BatchConfigBody, ConversationOptions
+from webui.api.models import BatchConfigBody
 
-__all__ = ["MAX_ITEM_ID", "batch_config", "batch_lines", "conversation_config"]
+__all__ = ["MAX_ITEM_ID", "batch_config", "batch_lines"]
 
 MAX_ITEM_ID = 200
-
-
-def conversation_config(
-    settings: Settings, options: ConversationOptions, *, policy_may_loosen: bool = False
-) -> ConversationConfig:
-    """The configuration `Client.new_conversation` would build from the same options."""
-    if options.response_schema is not None:
-        check_schema(options.response_schema)
-    limits = TurnLimits(
-        max_model_calls=options.max_model_calls or settings.max_model_calls,
-        max_tool_calls=settings.max_tool_calls
-        if options.max_tool_calls is None
-        else options.max_tool_calls,
-        timeout_s=options.timeout_s or settings.turn_timeout_s,
-    )
-    chosen = options.model_dump(
-        exclude_none=True, exclude={"max_model_calls", "max_tool_calls", "timeout_s"}
-    )
-    return ConversationConfig.from_settings(
-        settings, **chosen, limits=limits, policy_may_loosen=policy_may_loosen
-    )
 
 
 def batch_config(
     settings: Settings, body: BatchConfigBody, *, policy_may_loosen: bool = False
 ) -> BatchConfig:
     return BatchConfig(
-        conversation=conversation_config(
-            settings, body.conversation, policy_may_loosen=policy_may_loosen
-        ),
+        conversation=body.conversation.resolve(settings, policy_may_loosen=policy_may_loosen),
         max_concurrency=body.max_concurrency,
     )
 

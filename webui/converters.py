@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 
 from werkzeug.routing import BaseConverter, ValidationError
 
+from shared.config import TOOL_NAME_PATTERN
 from shared.keys import ID_PATTERN
-from shared.policy import TOOL_NAME_PATTERN
 
 __all__ = [
     "CONVERTERS",

@@ -30,6 +30,7 @@ from shared.conversations import new_id
 from shared.errors import InvalidInput
 from shared.schema import check_schema
 from shared.settings import Settings, load_settings
+from shared.validation import conversation_options
 
 __all__ = ["batch"]
 
@@ -142,16 +143,16 @@ def _config(
         if schema_path
         else None
     )
-    return ConversationConfig.from_settings(
-        settings,
+    options = conversation_options(
         provider=provider,
         model=model,
         system_prompt=system_prompt,
         allow_all=allow_all,
         tools=tools,
         response_schema=schema,
-        policy_may_loosen=True,  # the CLI holds the Redis credentials: it speaks for the operator
     )
+    # the CLI holds the Redis credentials: it speaks for the operator
+    return options.resolve(settings, policy_may_loosen=True)
 
 
 def _json_option(name: str, raw: str) -> Any:

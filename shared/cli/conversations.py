@@ -13,7 +13,7 @@ from shared.cli.main import cli
 from shared.client import Client
 from shared.config import ToolSelection
 from shared.events import EventBase, StepEvent
-from shared.validation import PromptOptionArgs, prompt_options
+from shared.validation import prompt_options
 
 __all__ = ["submit", "tail"]
 
@@ -49,12 +49,12 @@ def submit(
     schema_source: str | None,
 ) -> None:
     """Send PROMPT as a background job; prints the conversation and turn ids."""
-    options: PromptOptionArgs = {
-        "tool_selection": tool_selection,
-        "timeout_s": timeout_s,
-        "response_schema": read_schema(schema_source) if schema_source else None,
-    }
-    prompt_options(**options)  # a bad option fails before a conversation is created
+    # checked before a conversation is created
+    options = prompt_options(
+        tool_selection=tool_selection,
+        timeout_s=timeout_s,
+        response_schema=read_schema(schema_source) if schema_source else None,
+    ).model_dump(exclude_none=True)
     with Client() as client:
         conversation = (
             client.conversation(conversation_id)

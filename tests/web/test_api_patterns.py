@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from shared.content import Content
+from shared.patterns import NOT_BLANK, NOT_SPACE
 from shared.settings import Settings
 from shared.users import TOKEN_NAME_PATTERN
 from shared.validation import strip_control_characters, validate_prompt
-from webui.api.patterns import NOT_BLANK, NOT_SPACE
 from webui.api.prompt_body import BASE64
 
 EVERY_CHARACTER = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]

@@ -61,13 +61,12 @@ def create() -> Response:
         caller, svc.policies, tools=body.tools, allow_all=body.allow_all, labels=body.labels
     )
     try:
-        conversation = svc.client.new_conversation(
-            **body.model_dump(exclude_none=True),
-            policy_may_loosen=is_operator(caller),
-            owner=caller.name,
-        )
+        config = body.resolve(svc.settings, policy_may_loosen=is_operator(caller))
     except ValidationError as exc:
         raise invalid_body(exc) from None
+    conversation = svc.client.create(
+        config, conversation_id=body.conversation_id, owner=caller.name
+    )
     cid = conversation.conversation_id
     return reply(detail(svc, cid), 201, headers={"Location": url_for(".get", cid=cid)})
 

@@ -4,38 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shared.approvals import Allow, Deny, NotificationStatus, ResolutionKind
 from shared.batches import BatchConfig, BatchInfo, BatchState, BatchStatus
 from shared.config import (
-    LABEL_PATTERN,
-    MAX_APPROVAL_TIMEOUT_S,
-    MAX_HISTORY_SIZE,
-    MAX_LABELS,
-    MAX_MODEL_CALLS,
-    MAX_TOOL_CALLS,
-    MAX_TURN_TIMEOUT_S,
+    INTEGRAL,
     ConversationConfig,
+    ConversationOptions,
     PromptOptions,
     ToolPolicy,
-    ToolSelection,
 )
 from shared.content import Content
 from shared.conversations import ConversationRecord
 from shared.events import ChatResponse, ConversationStatus, TurnStatus
 from shared.keys import ID_PATTERN
-from shared.policy import TOOL_NAME_PATTERN
-from shared.schema import (
-    MAX_PATTERN_CHARS,
-    MAX_SCHEMA_BYTES,
-    MAX_SCHEMA_DEPTH,
-    MAX_SCHEMA_EXPANSION,
-    MAX_SCHEMA_PATTERNS,
-)
-from shared.settings import DoubleTextPolicy
+from shared.patterns import NOT_SPACE
 from shared.steps import Step, UsageMetadata
-from webui.api.patterns import NOT_SPACE
 from webui.bulk import BULK_LIMIT
 
 __all__ = [
@@ -56,7 +41,7 @@ __all__ = [
     "BulkResolveResult",
     "ConversationDetail",
     "ConversationList",
-    "ConversationOptions",
+    "ConversationOptionsBody",
     "ConversationSummary",
     "DenyBody",
     "ErrorBody",
@@ -76,32 +61,7 @@ __all__ = [
 ]
 
 
-def _integral(value: Any) -> Any:
-    """5.0 for 5: JSON Schema counts it an integer, and strict mode alone would refuse it."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-# Integers of request bodies: 5 or 5.0, never true or "5". An optional one keeps its bounds
-# inside, before the validator: outside, the schema would show them as pydantic names them.
-INTEGRAL = BeforeValidator(_integral)
-Integer = Annotated[int, INTEGRAL]
-_HistorySize = Annotated[int, Field(ge=0, le=MAX_HISTORY_SIZE), INTEGRAL]
-_ModelCalls = Annotated[int, Field(gt=0, le=MAX_MODEL_CALLS), INTEGRAL]
-_ToolCalls = Annotated[int, Field(ge=0, le=MAX_TOOL_CALLS), INTEGRAL]
-_TokenBudget = Annotated[int, Field(ge=0, le=10**9), INTEGRAL]
-_ApprovalTimeout = Annotated[int, Field(gt=0, le=MAX_APPROVAL_TIMEOUT_S), INTEGRAL]
-
-
-# What `shared.schema.check_schema` refuses (422), which no JSON Schema can say of a schema.
-RESPONSE_SCHEMA = (
-    "A JSON Schema (draft 2020-12) the answer must satisfy. Refused unless it is one, and "
-    f"within these bounds: at most {MAX_SCHEMA_BYTES:,} bytes as compact JSON, "
-    f"{MAX_SCHEMA_DEPTH} levels of objects and arrays, {MAX_SCHEMA_PATTERNS} patterns "
-    f"(`pattern`, `patternProperties`) of at most {MAX_PATTERN_CHARS:,} characters each in "
-    "re2 syntax (no backreferences, no lookaround), `$ref` to places inside it only, "
-    "`$schema` (2020-12's) and `$id` at its top only, no `$dynamicRef` or `$dynamicAnchor`, "
-    f"at most {MAX_SCHEMA_EXPANSION:,} objects and arrays once each `$ref` is replaced."
-)
+Integer = Annotated[int, INTEGRAL]  # 5 or 5.0, never true or "5"
 
 
 class RequestBody(BaseModel):
@@ -110,44 +70,17 @@ class RequestBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class ConversationOptions(RequestBody):
-    """How a new conversation runs; each omitted option defaults from settings.
+class ConversationOptionsBody(ConversationOptions):
+    """`shared.config.ConversationOptions` read as a request body (strict, no unknown fields).
 
     Below the operator role, `tools` may only tighten the operator's tool policy, and
     `allow_all` and `labels` are refused (403 naming the field).
     """
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    provider: str | None = Field(
-        None, min_length=1, max_length=100, json_schema_extra={"pattern": NOT_SPACE}
-    )
-    model: str | None = Field(
-        None, min_length=1, max_length=200, json_schema_extra={"pattern": NOT_SPACE}
-    )
-    system_prompt: str = Field("", max_length=200_000)
-    tools: dict[Annotated[str, Field(pattern=TOOL_NAME_PATTERN)], ToolPolicy] | None = Field(
-        None, max_length=256
-    )
-    allow_all: bool = False
-    labels: list[Annotated[str, Field(pattern=LABEL_PATTERN)]] | None = Field(
-        None, max_length=MAX_LABELS, description="Operator only: tool policy rules match labels."
-    )
-    tool_selection: ToolSelection = ToolSelection.AUTO
-    max_history_size: _HistorySize | None = None
-    response_schema: dict[str, Any] | None = Field(None, description=RESPONSE_SCHEMA)
-    double_text_policy: DoubleTextPolicy | None = None
-    max_model_calls: _ModelCalls | None = None
-    max_tool_calls: _ToolCalls | None = None
-    timeout_s: float | None = Field(None, gt=0, le=MAX_TURN_TIMEOUT_S)
-    metadata: (
-        dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=2000)]] | None
-    ) = Field(None, max_length=64)
-    compaction_token_budget: _TokenBudget | None = None
-    approval_timeout_s: _ApprovalTimeout | None = None
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-class NewConversation(ConversationOptions):
+class NewConversation(ConversationOptionsBody):
     """The options of `Client.new_conversation`, and optionally the conversation's id."""
 
     conversation_id: str | None = Field(
@@ -290,7 +223,7 @@ MAX_BATCH_ITEMS = 10_000
 class BatchConfigBody(RequestBody):
     """What every prompt of a batch shares: conversation options and a concurrency cap."""
 
-    conversation: ConversationOptions = Field(default_factory=ConversationOptions)
+    conversation: ConversationOptionsBody = Field(default_factory=ConversationOptionsBody)
     max_concurrency: Integer = Field(16, gt=0, le=10_000)
 
 

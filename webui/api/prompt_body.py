@@ -16,12 +16,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import JsonDict, JsonValue
 
-from shared.config import MAX_TURN_TIMEOUT_S, ToolSelection
+from shared.config import MAX_TURN_TIMEOUT_S, PromptOptions, ToolSelection
 from shared.content import SLASH_COMMANDS, Content, ContentPart, Media, SlashCommand, TextPart
+from shared.patterns import NOT_BLANK
 from shared.settings import Settings
-from shared.validation import PromptOptionArgs
-from webui.api.models import RESPONSE_SCHEMA, RequestBody
-from webui.api.patterns import NOT_BLANK
 
 __all__ = [
     "BASE64",
@@ -92,10 +90,15 @@ class PromptContent(BaseModel):
         return Content(parts=parts)
 
 
-class PromptBody(RequestBody):
-    """A prompt: `text` (``/compact`` or ``/help`` is a slash command) or `content` with parts."""
+class PromptBody(PromptOptions):
+    """A prompt: `text` (``/compact`` or ``/help`` is a slash command) or `content` with parts.
+
+    Beside it, the prompt's own options (`shared.config.PromptOptions`), for its turn only.
+    """
 
     model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
         json_schema_extra={
             "oneOf": [
                 {"required": ["text"], "properties": {"text": {"type": "string"}}},
@@ -111,15 +114,6 @@ class PromptBody(RequestBody):
         json_schema_extra={"pattern": NOT_BLANK},
     )
     content: PromptContent | None = None
-    tool_selection: ToolSelection | None = Field(
-        None, description="This turn only: whether the model may, must or must not call tools."
-    )
-    timeout_s: float | None = Field(
-        None, gt=0, le=MAX_TURN_TIMEOUT_S, description="This turn only: its time limit."
-    )
-    response_schema: dict[str, Any] | None = Field(
-        None, description=f"This turn only. {RESPONSE_SCHEMA}"
-    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> PromptBody:
@@ -132,12 +126,9 @@ class PromptBody(RequestBody):
             return self.content.content()
         return self.text or ""
 
-    def options(self) -> PromptOptionArgs:
-        return {
-            "tool_selection": self.tool_selection,
-            "timeout_s": self.timeout_s,
-            "response_schema": self.response_schema,
-        }
+    def options(self) -> dict[str, Any]:
+        """The prompt's options, as `Conversation.send` takes them."""
+        return {name: getattr(self, name) for name in PromptOptions.model_fields}
 
 
 def limits(settings: Settings) -> dict[str, dict[str, dict[str, Any]]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, Response, request, url_for
 from pydantic import ValidationError
 
@@ -9,7 +11,6 @@ from shared.content import Content, ContentPart, Media, as_content
 from shared.errors import CorruptRecord
 from shared.events import ChatResponse, TurnStatus
 from shared.users import Role
-from shared.validation import PromptOptionArgs
 from webui.api.models import PromptAccepted, TurnView
 from webui.api.operations import operation
 from webui.api.prompt_body import PromptBody
@@ -23,9 +24,9 @@ from webui.services import services
 __all__ = ["blueprint"]
 
 
-def _multipart_options() -> PromptOptionArgs:
+def _multipart_options() -> dict[str, Any]:
     """The form's `tool_selection` and `timeout_s` fields, checked by `prompt_options`."""
-    options: PromptOptionArgs = {}
+    options: dict[str, Any] = {}
     if selection := request.form.get("tool_selection"):
         options["tool_selection"] = selection
     if raw := request.form.get("timeout_s"):

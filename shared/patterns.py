@@ -1,4 +1,4 @@
-"""Patterns for the OpenAPI document that say what the server's own checks accept.
+"""Patterns for JSON Schema documents (the API's) that say what Signoff's own checks accept.
 
 The document's patterns are read by ECMA-262 (clients), Rust (pydantic, and the
 validators fuzzers use) and Python `re` alike only if they avoid ``\\s``, ``\\w`` and
