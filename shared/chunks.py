@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field
 
 from shared.steps import Step, StepSource, StepTarget, ToolCall
 
@@ -43,7 +43,6 @@ class ToolCallChunk(BaseModel):
 
 
 StreamChunk = Annotated[Thought | Text | ToolCallChunk, Field(discriminator="kind")]
-STREAM_CHUNK: TypeAdapter[Thought | Text | ToolCallChunk] = TypeAdapter(StreamChunk)
 
 
 class ChunkFilter:

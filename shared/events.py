@@ -133,5 +133,3 @@ EVENT: TypeAdapter[
     | FailedEvent
     | CancelledEvent
 ] = TypeAdapter(Event)
-
-TERMINAL_KINDS = frozenset({"completed", "failed", "cancelled"})

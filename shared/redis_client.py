@@ -8,11 +8,10 @@ setting to raise. redis-py's default pool fails at once at 100 ("Too many connec
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal
 
 import redis
 import redis.asyncio
@@ -28,11 +27,8 @@ __all__ = [
     "connect",
     "connect_async",
     "storage_errors",
-    "translate_errors",
 ]
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
 _NO_CONNECTION = "No connection available."  # redis-py's BlockingConnectionPool, at its timeout
 
@@ -141,17 +137,3 @@ def storage_errors(action: str) -> Iterator[None]:
         yield
     except redis.RedisError as exc:
         raise StorageError(f"{action}: {exc.__class__.__name__}: {exc}") from exc
-
-
-def translate_errors(action: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorator form of `storage_errors`."""
-
-    def decorate(func: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(func)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            with storage_errors(action):
-                return func(*args, **kwargs)
-
-        return wrapper
-
-    return decorate

@@ -1,11 +1,10 @@
-"""The Redis history store against the reference model, on fakeredis and on a real redis-server."""
+"""The Redis history store against the reference model, on a real redis-server."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
 
-import fakeredis
 import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
@@ -51,11 +50,8 @@ operations = st.lists(
 limits = st.sampled_from([None, 0, 1, 2, 3, 5, 8])
 
 
-@pytest.fixture(scope="module", params=["fakeredis", "redis-server"])
+@pytest.fixture(scope="module")
 def backend(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
-    if request.param == "fakeredis":
-        yield fakeredis.FakeRedis(decode_responses=True)
-        return
     server: EmbeddedRedis = request.getfixturevalue("redis_server")
     client = redis.Redis.from_url(server.url, decode_responses=True)
     yield client
