@@ -11,7 +11,6 @@ one (up to `redis_pool_wait_s`, then StorageError). Use one client per loop.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,8 +26,9 @@ from shared.keys import KeySpace
 from shared.redis_client import ASYNC_CLIENT_POOL, connect, connect_async, storage_errors
 from shared.settings import Settings, load_settings
 from shared.steps import Step, UsageMetadata
+from shared.stream_drivers import drive_async
 from shared.tasks import TaskSender
-from shared.turn_stream import TurnFollower
+from shared.turn_stream import IdleWaiter, TurnFollower
 from shared.validation import (
     conversation_options,
     prompt_options,
@@ -38,8 +38,6 @@ from shared.workspace import FileRead
 from shared.workspace import read_file as read_workspace_file
 
 __all__ = ["AsyncClient", "AsyncConversation"]
-
-_BLOCK_MS = 1000
 
 
 class AsyncClient:
@@ -129,45 +127,51 @@ class AsyncConversation:
     async def send(self, content: Prompt, **options: Any) -> str:
         return (await self._submit(content, options))[0]
 
-    async def chat(
-        self, content: Prompt, **options: Any
-    ) -> AsyncIterator[StreamChunk]:
+    async def chat(self, content: Prompt, **options: Any) -> AsyncIterator[StreamChunk]:
         """Sends at once; the returned iterator yields the turn's chunks."""
         turn_id, after = await self._submit(content, options)
         return self._chunks_of(turn_id, after)
 
     async def _chunks_of(self, turn_id: str, after: str) -> AsyncIterator[StreamChunk]:
-        follower = TurnFollower(turn_id)
-        async for event in self._follow(follower, after):
+        follower = TurnFollower(self.conversation_id, turn_id, after=after)
+        async for event in self.follow(follower):
             for chunk in follower.chunks(event):
                 yield chunk
         if follower.error is not None:
             raise follower.error
 
-    async def chat_to_completion(
-        self, content: Prompt, **options: Any
-    ) -> ChatResponse:
+    async def chat_to_completion(self, content: Prompt, **options: Any) -> ChatResponse:
         turn_id, after = await self._submit(content, options)
         return await self.wait_for_turn(turn_id, after_event_id=after)
 
-    async def chat_content(
-        self, content: Prompt, **options: Any
-    ) -> ChatResponse:
+    async def chat_content(self, content: Prompt, **options: Any) -> ChatResponse:
         return await self.chat_to_completion(content, **options)
 
     async def wait_for_turn(
         self, turn_id: str, *, after_event_id: str = "0-0", timeout: float | None = None
     ) -> ChatResponse:
-        follower = TurnFollower(turn_id)
-        async for event in self._follow(follower, after_event_id, timeout=timeout):
-            follower.steps(event)
+        follower = TurnFollower(
+            self.conversation_id, turn_id, after=after_event_id, timeout_s=timeout
+        )
+        async for _ in self.follow(follower):
+            pass
         return follower.result()
+
+    async def events(
+        self, turn_id: str | None = None, *, after_event_id: str = "0-0"
+    ) -> AsyncIterator[EventBase]:
+        """`Conversation.events`: a turn's typed events, live, through its terminal one."""
+        turn_id = turn_id or await self._current_turn()
+        follower = TurnFollower(self.conversation_id, turn_id, after=after_event_id)
+        async for event in self.follow(follower):
+            if event.turn_id == turn_id:
+                yield event
 
     async def receive_steps(
         self, turn_id: str, *, after_event_id: str = "0-0"
     ) -> AsyncIterator[Step]:
-        follower = TurnFollower(turn_id)
-        async for event in self._follow(follower, after_event_id):
+        follower = TurnFollower(self.conversation_id, turn_id, after=after_event_id)
+        async for event in self.follow(follower):
             for step in follower.steps(event):
                 yield step
 
@@ -185,26 +189,27 @@ class AsyncConversation:
             return []
         return [parse_event(key, str(sid), str(fields["e"])) for sid, fields in reply[0][1]]
 
-    async def _follow(
-        self, follower: TurnFollower, after: str, *, timeout: float | None = None
-    ) -> AsyncIterator[EventBase]:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not follower.done:
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"turn {follower.turn_id} did not end within {timeout}s")
-            events = await self._wait_events(after, _BLOCK_MS)
-            for event in events:
-                after = event.id or after
-                yield event
-                if follower.done:
-                    return
-            if not events:
-                await self._check_record(follower)
+    def follow(self, follower: TurnFollower) -> AsyncIterator[EventBase]:
+        """`Conversation.follow`: every event until the follower's turn ends."""
 
-    async def _check_record(self, follower: TurnFollower) -> None:
-        key = self.client.keys.turn(self.conversation_id, follower.turn_id)
-        fields: dict[str, str] = await self.client.redis.hgetall(key)  # type: ignore[assignment]
-        follower.finish_from_record(fields.get("status", ""), fields)
+        async def read_turn() -> dict[str, str]:
+            key = self.client.keys.turn(self.conversation_id, follower.turn_id)
+            with storage_errors(f"reading turn {follower.turn_id} of {self.conversation_id}"):
+                fields: dict[str, str] = await self.client.redis.hgetall(key)  # type: ignore[assignment]
+            return fields
+
+        return drive_async(follower, self._wait_events, read_turn)
+
+    async def _current_turn(self) -> str:
+        record = await self.record()
+        if record.active_turn:
+            return record.active_turn
+        inbox = self.client.keys.inbox(self.conversation_id)
+        with storage_errors(f"reading the inbox of conversation {self.conversation_id}"):
+            queued = await self.client.redis.lindex(inbox, 0)
+        if queued:
+            return str(queued)
+        raise Conflict(f"conversation {self.conversation_id} has no running or queued turn")
 
     async def snapshot(self) -> HistorySnapshot:
         store = HistoryStore(self.client.store.client, self.client.keys, self.conversation_id)
@@ -248,17 +253,12 @@ class AsyncConversation:
         return not record.active_turn and record.queued == 0
 
     async def wait_for_idle(self, timeout: float | None = None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
         key = self.client.keys.events(self.conversation_id)
         last = await self.client.redis.xrevrange(key, count=1)
-        after = str(last[0][0]) if last else "0-0"
-        while not await self.is_idle:
-            remaining = _BLOCK_MS if deadline is None else int((deadline - time.monotonic()) * 1000)
-            if remaining <= 0:
-                return False
-            for event in await self._wait_events(after, min(remaining, _BLOCK_MS)):
-                after = event.id or after
-        return True
+        waiter = IdleWaiter(after=str(last[0][0]) if last else "0-0", timeout_s=timeout)
+        async for _ in drive_async(waiter, self._wait_events, lambda: self.is_idle):
+            pass
+        return waiter.idle
 
     async def clear_history(self) -> None:
         if not await self.is_idle:

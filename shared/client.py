@@ -13,7 +13,6 @@ so it is thread-safe too.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,8 +33,9 @@ from shared.notifications import NotificationStore
 from shared.redis_client import CLIENT_POOL, connect
 from shared.settings import Settings, load_settings
 from shared.steps import Step, UsageMetadata
+from shared.stream_drivers import drive
 from shared.tasks import TaskSender
-from shared.turn_stream import TurnFollower
+from shared.turn_stream import IdleWaiter, TurnFollower
 from shared.validation import (
     conversation_options,
     prompt_options,
@@ -48,7 +48,6 @@ __all__ = ["Client", "Conversation"]
 
 Prompt = str | Content | list[ContentPart]
 """What every send method accepts: plain text (or `/command`), Content, or parts."""
-_BLOCK_MS = 1000
 
 
 class Client:
@@ -162,15 +161,13 @@ class Conversation:
         return self._chunks_of(submission.turn_id, submission.after_event_id)
 
     def _chunks_of(self, turn_id: str, after: str) -> Iterator[StreamChunk]:
-        follower = TurnFollower(turn_id)
-        for event in self._follow(follower, after):
+        follower = TurnFollower(self.conversation_id, turn_id, after=after)
+        for event in self.follow(follower):
             yield from follower.chunks(event)
         if follower.error is not None:
             raise follower.error
 
-    def chat_to_completion(
-        self, content: Prompt, **options: Any
-    ) -> ChatResponse:
+    def chat_to_completion(self, content: Prompt, **options: Any) -> ChatResponse:
         """Sends a prompt and returns the authoritative completed value of its turn."""
         submission = self._submit(content, options)
         return self.wait_for_turn(submission.turn_id, after_event_id=submission.after_event_id)
@@ -183,28 +180,47 @@ class Conversation:
         self, turn_id: str, *, after_event_id: str = "0-0", timeout: float | None = None
     ) -> ChatResponse:
         """Waits for a turn's terminal event and returns its response (or raises its error)."""
-        follower = TurnFollower(turn_id)
-        for event in self._follow(follower, after_event_id, timeout=timeout):
-            follower.steps(event)
+        follower = TurnFollower(
+            self.conversation_id, turn_id, after=after_event_id, timeout_s=timeout
+        )
+        for _ in self.follow(follower):
+            pass
         return follower.result()
 
     # Receiving
+
+    def events(
+        self, turn_id: str | None = None, *, after_event_id: str = "0-0"
+    ) -> Iterator[EventBase]:
+        """A turn's typed events (the running or next queued turn's when omitted), live.
+
+        The last one is its CompletedEvent, FailedEvent or CancelledEvent; nothing is
+        raised for a failed turn. When the capped stream no longer holds that event (or
+        it was never written), it is rebuilt from the turn record, without an `id`.
+        """
+        follower = self._follower(turn_id, after_event_id)
+        for event in self.follow(follower):
+            if event.turn_id == follower.turn_id:
+                yield event
 
     def receive_steps(
         self, turn_id: str | None = None, *, after_event_id: str = "0-0"
     ) -> Iterator[Step]:
         """The raw steps of a turn (the active one when omitted), partial and finished, live."""
-        follower = TurnFollower(turn_id or self._current_turn())
-        for event in self._follow(follower, after_event_id):
+        follower = self._follower(turn_id, after_event_id)
+        for event in self.follow(follower):
             yield from follower.steps(event)
 
     def receive_chunks(
         self, turn_id: str | None = None, *, after_event_id: str = "0-0"
     ) -> Iterator[StreamChunk]:
         """`receive_steps` through the chunk filter."""
-        follower = TurnFollower(turn_id or self._current_turn())
-        for event in self._follow(follower, after_event_id):
+        follower = self._follower(turn_id, after_event_id)
+        for event in self.follow(follower):
             yield from follower.chunks(event)
+
+    def _follower(self, turn_id: str | None, after: str) -> TurnFollower:
+        return TurnFollower(self.conversation_id, turn_id or self._current_turn(), after=after)
 
     def _current_turn(self) -> str:
         record = self.record()
@@ -215,26 +231,20 @@ class Conversation:
             return str(queued)
         raise Conflict(f"conversation {self.conversation_id} has no running or queued turn")
 
-    def _follow(
-        self, follower: TurnFollower, after: str, *, timeout: float | None = None
-    ) -> Iterator[EventBase]:
-        """Events after `after` until the turn ends; reads the turn record when quiet."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not follower.done:
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"turn {follower.turn_id} did not end within {timeout}s")
-            events = self.client.events.wait(self.conversation_id, after, block_ms=_BLOCK_MS)
-            for event in events:
-                after = event.id or after
-                yield event
-                if follower.done:
-                    return
-            if not events:
-                self._check_record(follower)
+    def follow(self, follower: TurnFollower) -> Iterator[EventBase]:
+        """Every event of the conversation from the follower's cursor until its turn ends.
 
-    def _check_record(self, follower: TurnFollower) -> None:
-        turn = self.client.store.turn(self.conversation_id, follower.turn_id)
-        follower.finish_from_record(turn.status.value, turn.fields)
+        Other turns' events too (a queued turn waits on them); when the stream is quiet,
+        the turn record decides whether the turn has ended.
+        """
+
+        def read_turn() -> dict[str, str]:
+            return self.client.store.turn(self.conversation_id, follower.turn_id).fields
+
+        return drive(follower, self._read_events, read_turn)
+
+    def _read_events(self, after: str, block_ms: int) -> list[EventBase]:
+        return self.client.events.wait(self.conversation_id, after, block_ms=block_ms)
 
     # State
 
@@ -291,17 +301,12 @@ class Conversation:
 
     def wait_for_idle(self, timeout: float | None = None) -> bool:
         """Returns once no turn runs or waits (True), or False at the timeout. Woken by Redis."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        after = self.client.events.last_id(self.conversation_id)
-        while not self.is_idle:
-            remaining = _BLOCK_MS if deadline is None else int((deadline - time.monotonic()) * 1000)
-            if remaining <= 0:
-                return False
-            for event in self.client.events.wait(
-                self.conversation_id, after, block_ms=min(remaining, _BLOCK_MS)
-            ):
-                after = event.id or after
-        return True
+        waiter = IdleWaiter(
+            after=self.client.events.last_id(self.conversation_id), timeout_s=timeout
+        )
+        for _ in drive(waiter, self._read_events, lambda: self.is_idle):
+            pass
+        return waiter.idle
 
     def abort(self) -> None:
         """Ends the running turn and every queued one; a parked turn ends too."""

@@ -9,7 +9,6 @@ of the conversation is shown as it arrives and resolved through the store. Leavi
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import IO, Any
@@ -23,12 +22,10 @@ from shared.cli.conversations import show_chunk
 from shared.cli.main import cli
 from shared.client import Client, Conversation
 from shared.errors import Conflict, InvalidInput, NotFound, SignoffError
-from shared.events import EventBase, NotificationEvent
+from shared.events import NotificationEvent
 from shared.turn_stream import TurnFollower
 
 __all__ = ["Answer", "ChatSession", "chat", "parse_answer"]
-
-_BLOCK_MS = 1000
 
 
 class Answer(str, Enum):
@@ -123,8 +120,8 @@ class ChatSession:
         except SignoffError as exc:
             note_say(f"error: {exc}", fg="red")
             return
-        follower = TurnFollower(turn_id)
-        for event in self._events(follower, after):
+        follower = TurnFollower(self.cid, turn_id, after=after)
+        for event in self.conversation.follow(follower):
             for chunk in follower.chunks(event):
                 self._show(chunk)
             if isinstance(event, NotificationEvent) and event.status == "pending":
@@ -147,19 +144,6 @@ class ChatSession:
         if self._thinking:
             click.echo(err=True)
             self._thinking = False
-
-    def _events(self, follower: TurnFollower, after: str) -> Iterator[EventBase]:
-        """The conversation's events until the turn ends; reads the turn record when quiet."""
-        while not follower.done:
-            events = self.client.events.wait(self.cid, after, block_ms=_BLOCK_MS)
-            for event in events:
-                after = event.id or after
-                yield event
-                if follower.done:
-                    return
-            if not events:
-                turn = self.client.store.turn(self.cid, follower.turn_id)
-                follower.finish_from_record(turn.status.value, turn.fields)
 
     def ask(self, notification_id: str) -> None:
         """Shows a pending notification and resolves it with the answer typed (or skips it)."""

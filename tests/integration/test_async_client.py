@@ -10,6 +10,7 @@ from shared.async_client import AsyncClient
 from shared.chunks import Text, Thought
 from shared.client import Client
 from shared.errors import Cancelled, PromptRejected
+from shared.events import CancelledEvent, CompletedEvent, EventBase
 from shared.steps import StepType
 
 
@@ -51,3 +52,24 @@ def test_async_abort_and_validation(client: Client) -> None:
 
     types = run(scenario())
     assert types[0] is StepType.USER_INPUT and StepType.FINISH not in types
+
+
+def test_async_events_follow_a_turn_and_end_cancelled(client: Client) -> None:
+    async def scenario() -> tuple[list[EventBase], list[EventBase]]:
+        async with AsyncClient(client.settings) as aclient:
+            conversation = await aclient.new_conversation(allow_all=True)
+            turn_id = await conversation.send('call calculator {"expression": "3*3"}')
+            done = [e async for e in conversation.events(turn_id)]
+            await conversation.send("slow #slow #long")
+            cancelled: list[EventBase] = []
+            async for event in conversation.events():  # the running (or queued) turn
+                if not cancelled:
+                    await conversation.abort()
+                cancelled.append(event)
+            return done, cancelled
+
+    done, cancelled = run(scenario())
+    assert isinstance(done[-1], CompletedEvent) and "9" in done[-1].response.text
+    assert len({e.turn_id for e in done}) == 1
+    assert isinstance(cancelled[-1], CancelledEvent)
+    assert cancelled[-1].turn_id != done[-1].turn_id

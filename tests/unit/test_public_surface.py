@@ -23,6 +23,8 @@ MODULES = [
     "shared.client",
     "shared.async_client",
     "shared.config",
+    "shared.turn_stream",
+    "shared.stream_drivers",
     "shared.workspace",
     "worker.tools",
     "worker.providers.base",
