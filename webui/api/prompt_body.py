@@ -104,7 +104,7 @@ class PromptBody(PromptOptions):
                 {"required": ["text"], "properties": {"text": {"type": "string"}}},
                 {"required": ["content"], "properties": {"content": {"type": "object"}}},
             ]
-        }
+        },
     )
 
     text: str | None = Field(
