@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 from shared.approvals import Notification
-from shared.cli.main import cli
 from shared.client import Client
 from shared.errors import InvalidInput
 from shared.steps import Step
@@ -199,7 +198,7 @@ def _done(verb: str, note: Notification) -> None:
 # Commands
 
 
-@cli.group()
+@click.group()
 def approvals() -> None:
     """Approvals waiting for a person: list, show, allow, deny, submit."""
 

@@ -22,7 +22,6 @@ from shared.batches import (
     SubmitReport,
     parse_line,
 )
-from shared.cli.main import cli
 from shared.cli.retry import RedisRetry
 from shared.client import Client
 from shared.config import ConversationConfig
@@ -37,7 +36,7 @@ __all__ = ["batch"]
 _err = Console(stderr=True)
 
 
-@cli.group()
+@click.group()
 def batch() -> None:
     """Run many prompts as a batch: one conversation each, one configuration for all."""
 

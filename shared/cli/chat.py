@@ -19,7 +19,6 @@ from shared.approvals import Notification, NotificationStatus, ResolutionKind
 from shared.chunks import StreamChunk, Thought
 from shared.cli.approvals import cli_actor, notification_lines, parse_json
 from shared.cli.conversations import show_chunk
-from shared.cli.main import cli
 from shared.client import Client, Conversation
 from shared.errors import Conflict, InvalidInput, NotFound, SignoffError
 from shared.events import NotificationEvent
@@ -187,7 +186,7 @@ def _open(client: Client, conversation_id: str | None, allow_all: bool) -> Conve
     return client.conversation(conversation_id)
 
 
-@cli.command()
+@click.command()
 @click.option("--conversation", "conversation_id", default=None, help="Continue this one.")
 @click.option("--allow-all", is_flag=True, help="Run every tool without asking (new ones only).")
 def chat(conversation_id: str | None, allow_all: bool) -> None:

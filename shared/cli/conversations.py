@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from shared.chunks import Text, Thought, ToolCallChunk
-from shared.cli.main import cli
 from shared.client import Client
 from shared.config import ToolSelection
 from shared.events import EventBase, StepEvent
@@ -18,7 +17,7 @@ from shared.validation import prompt_options
 __all__ = ["submit", "tail"]
 
 
-@cli.command()
+@click.command()
 @click.argument("prompt")
 @click.option("--follow", is_flag=True, help="Stream the answer and wait for the end of the turn.")
 @click.option("--conversation", "conversation_id", default=None, help="Send to this conversation.")
@@ -101,7 +100,7 @@ def show_chunk(chunk: Thought | Text | ToolCallChunk) -> None:
         click.secho(f"\n[tool call {chunk.call.name} {json.dumps(chunk.call.args)}]", fg="cyan")
 
 
-@cli.command()
+@click.command()
 @click.argument("conversation_id")
 @click.option("--from-start", is_flag=True, help="Replay the stored events first.")
 def tail(conversation_id: str, from_start: bool) -> None:

@@ -18,7 +18,6 @@ import click
 import redis
 from kombu.exceptions import KombuError
 
-from shared.cli.main import cli
 from shared.errors import SettingsError
 from shared.keys import KeySpace
 from shared.redis_client import connect
@@ -236,7 +235,7 @@ def _show(checks: list[Check], as_json: bool) -> None:
         click.echo(f"  {check.name}: {check.message}")
 
 
-@cli.command()
+@click.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object with every check.")
 def doctor(as_json: bool) -> None:
     """Check Redis (reachable, noeviction, AOF and fsync, password), workers and the scheduler."""

@@ -1,4 +1,5 @@
-"""The `signoff` command group and its error handling: a clear message and a non-zero exit."""
+"""The `signoff` command group: its commands, and its error handling (a clear message and a
+non-zero exit). The command modules define their commands; only this module registers them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,14 @@ from typing import Any
 
 import click
 
+from shared.cli.approvals import approvals
+from shared.cli.batch import batch
+from shared.cli.chat import chat
+from shared.cli.conversations import submit, tail
+from shared.cli.doctor import doctor
+from shared.cli.policy import policy
+from shared.cli.processes import beat, up, web, worker
+from shared.cli.users import token, user
 from shared.errors import NotFound, SignoffError
 
 __all__ = ["cli", "main"]
@@ -29,17 +38,24 @@ def cli() -> None:
     """Signoff: LLM agent conversations as background jobs, with humans in the loop."""
 
 
-def main() -> None:
-    # importing the command modules registers their commands on `cli`
-    from shared.cli import (  # noqa: F401
-        approvals,
-        batch,
-        chat,
-        conversations,
-        doctor,
-        policy,
-        processes,
-        users,
-    )
+COMMANDS = (
+    approvals,
+    batch,
+    beat,
+    chat,
+    doctor,
+    policy,
+    submit,
+    tail,
+    token,
+    up,
+    user,
+    web,
+    worker,
+)
+for command in COMMANDS:
+    cli.add_command(command)
 
+
+def main() -> None:
     cli()

@@ -8,7 +8,6 @@ import time
 import click
 from pydantic import ValidationError
 
-from shared.cli.main import cli
 from shared.client import Client
 from shared.config import ToolPolicy
 from shared.errors import InvalidInput
@@ -29,7 +28,7 @@ def _describe(change: PolicyChange) -> str:
     return f"{change.tool} in {change.scope}: {before} -> {after}"
 
 
-@cli.group()
+@click.group()
 def policy() -> None:
     """The operator's tool policy: auto, ask or deny per tool, globally, per batch or label."""
 

@@ -8,14 +8,14 @@ import sys
 
 import click
 
-from shared.cli.main import cli
 from shared.cli.supervisor import Stopped, Supervisor, stop_on_signals
+from shared.cli.web_server import gunicorn_args
 from shared.settings import load_settings
 
 __all__ = ["beat", "up", "web", "worker"]
 
 
-@cli.command(context_settings={"ignore_unknown_options": True})
+@click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a worker (Celery, thread pool); extra arguments go to Celery."""
@@ -23,14 +23,14 @@ def worker(celery_args: tuple[str, ...]) -> None:
     os.execv(sys.executable, [sys.executable, "-m", "worker", "worker", *celery_args])
 
 
-@cli.command()
+@click.command()
 def beat() -> None:
     """Run the scheduler that sweeps expired approvals and stalled turns."""
     load_settings()
     os.execv(sys.executable, [sys.executable, "-m", "worker", "beat"])
 
 
-@cli.command()
+@click.command()
 def web() -> None:
     """Serve the operator UI and the JSON API (gunicorn, gthread workers)."""
     settings = load_settings()
@@ -45,31 +45,7 @@ def web() -> None:
     os.execv(sys.executable, [sys.executable, "-m", "gunicorn", *gunicorn_args(settings)])
 
 
-def gunicorn_args(settings: object) -> list[str]:
-    from shared.settings import Settings
-
-    assert isinstance(settings, Settings)
-    return [
-        "--worker-class",
-        "gthread",
-        "--workers",
-        str(settings.web_workers),
-        "--threads",
-        str(settings.web_threads),
-        "--bind",
-        f"{settings.web_host}:{settings.web_port}",
-        "--timeout",
-        "0",  # SSE responses are long-lived; gthread keeps serving others meanwhile
-        "--access-logfile",
-        "-",
-        "--no-control-socket",  # else one socket in ~/.gunicorn/, shared by every instance
-        "--config",
-        "python:webui.gunicorn_conf",  # workers die with their master
-        "webui.wsgi:app",
-    ]
-
-
-@cli.command()
+@click.command()
 @click.option("--demo", is_flag=True, help="Run the demo batch (examples/prompts.jsonl) once.")
 @click.option("--port", type=int, default=None, help="Web port (default: SIGNOFF_WEB_PORT).")
 def up(demo: bool, port: int | None) -> None:

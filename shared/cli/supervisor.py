@@ -26,6 +26,7 @@ import redis
 from shared.children import Child, ProcessGroup
 from shared.cli.doctor import redacted
 from shared.cli.state_dir import StateDir
+from shared.cli.web_server import gunicorn_args
 from shared.embedded_redis import EmbeddedRedis, port_in_use
 from shared.errors import Conflict, SignoffError, StorageError
 from shared.settings import Settings
@@ -96,7 +97,6 @@ class Supervisor:
         self.env = {**os.environ, **self._child_env()}
         self._spawn("worker", [sys.executable, "-m", "worker", "worker"])
         self._spawn("beat", [sys.executable, "-m", "worker", "beat"])
-        from shared.cli.processes import gunicorn_args
 
         web = self.settings.model_copy(update={"web_port": self.web_port})
         self._spawn("web", [sys.executable, "-m", "gunicorn", *gunicorn_args(web)])

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 
 import click
 
-from shared.cli.main import cli
 from shared.client import Client
 from shared.users import MAX_TOKEN_LIFETIME_S, Role, TokenStore, UserStore
 
@@ -50,7 +49,7 @@ def _time(value: float | None, *, none: str = "-") -> str:
     return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-@cli.group()
+@click.group()
 def user() -> None:
     """Operators of the web UI."""
 
@@ -104,7 +103,7 @@ def list_users() -> None:
             click.echo(f"{info.username}\t{status}\t{_time(info.created_at)}")
 
 
-@cli.group()
+@click.group()
 def token() -> None:
     """Bearer tokens for the JSON API."""
 

@@ -1,0 +1,29 @@
+"""How the web process runs: gunicorn with gthread workers, configured from settings."""
+
+from __future__ import annotations
+
+from shared.settings import Settings
+
+__all__ = ["gunicorn_args"]
+
+
+def gunicorn_args(settings: Settings) -> list[str]:
+    """gunicorn's command line for the web process, as `signoff web` and `signoff up` start it."""
+    return [
+        "--worker-class",
+        "gthread",
+        "--workers",
+        str(settings.web_workers),
+        "--threads",
+        str(settings.web_threads),
+        "--bind",
+        f"{settings.web_host}:{settings.web_port}",
+        "--timeout",
+        "0",  # SSE responses are long-lived; gthread keeps serving others meanwhile
+        "--access-logfile",
+        "-",
+        "--no-control-socket",  # else one socket in ~/.gunicorn/, shared by every instance
+        "--config",
+        "python:webui.gunicorn_conf",  # workers die with their master
+        "webui.wsgi:app",
+    ]
