@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from shared.errors import CorruptRecord
 from shared.notifications import NotificationStore
 from webui.api.models import AuditEntry, AuditList
-from webui.sse import parse_stream_id
+from webui.stream_ids import parse_stream_id
 from webui.unreadable import skip_unreadable
 
 __all__ = ["read_audit"]

@@ -12,11 +12,10 @@ from flask import request
 from pydantic import BaseModel, ValidationError
 
 from webui.errors import HttpProblem, invalid_body
+from webui.stream_ids import STREAM_ID
 
 __all__ = [
     "MAX_OFFSET",
-    "STREAM_ID",
-    "STREAM_ID_PATTERN",
     "date_param",
     "day_range_params",
     "enum_param",
@@ -32,10 +31,6 @@ M = TypeVar("M", bound=BaseModel)
 E = TypeVar("E", bound=Enum)
 
 MAX_OFFSET = 10**9
-# A Redis stream id as a parameter takes it (``0`` alone means the start); 19 digits a part
-# keep every value below 2**64, so the pattern alone says what is accepted.
-STREAM_ID = r"0|[0-9]{1,19}-[0-9]{1,19}"
-STREAM_ID_PATTERN = f"^(?:{STREAM_ID})$"
 
 # Matched whole, ASCII only: Python's int() and float() also take "1_000", " 5", "inf", "0x10"
 # and digits of other scripts. A number is a JSON number (``2.5``, ``1e-05``).

@@ -29,7 +29,7 @@ from shared.policy import PolicyStore
 from shared.redis_client import PoolBound, connect
 from shared.settings import Settings
 from shared.users import LoginThrottle, TokenStore, UserStore
-from webui.broadcast import Broadcaster
+from webui.live import Broadcaster
 
 __all__ = [
     "EXTENSION",

@@ -17,7 +17,7 @@ from shared.events import StatusEvent, StepEvent, TurnStartedEvent
 from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType
 from tests.web.conftest import emit
 from webui.services import Services
-from webui.sse import parse_stream_id
+from webui.stream_ids import parse_stream_id
 
 
 class SseReader:

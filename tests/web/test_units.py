@@ -10,7 +10,8 @@ from shared.errors import InvalidInput
 from shared.events import StatusEvent
 from shared.steps import UsageMetadata
 from webui.chart import usage_chart
-from webui.sse import event_frame, is_after, parse_stream_id
+from webui.live.frames import event_frame
+from webui.stream_ids import is_after, parse_stream_id
 from webui.usage_report import (
     EARLIEST_DAY,
     MAX_DAYS,

@@ -1,4 +1,4 @@
-"""The JSON API under /api/v1, one blueprint per resource."""
+"""The JSON API under /api/v1, one blueprint per resource (the event streams: `webui.live`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from webui.api import (
     audit,
     batches,
     conversations,
-    events,
     files,
     history,
     notifications,
@@ -19,6 +18,7 @@ from webui.api import (
     usage,
     users,
 )
+from webui.live import events
 
 __all__ = ["blueprint"]
 

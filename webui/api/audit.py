@@ -6,12 +6,13 @@ from flask import Blueprint, Response
 
 from shared.users import Role
 from webui.api.models import AuditList
-from webui.api.operations import Param, integer, operation
 from webui.api.replies import reply
 from webui.audit import read_audit
 from webui.auth import requires
-from webui.params import STREAM_ID_PATTERN, stream_id_param
+from webui.operations import Param, integer, operation
+from webui.params import stream_id_param
 from webui.services import services
+from webui.stream_ids import STREAM_ID_PATTERN
 
 __all__ = ["BEFORE", "blueprint"]
 

@@ -22,12 +22,12 @@ from webui.api.models import (
     InvalidItem,
     NewBatch,
 )
-from webui.api.operations import LIMIT, OFFSET, operation
 from webui.api.replies import reply
 from webui.auth import Principal, current_principal, requires
 from webui.batch_input import batch_config, batch_lines
 from webui.errors import invalid_body
 from webui.gate import check_batch_owner, check_chosen_id, check_tool_options, is_operator
+from webui.operations import LIMIT, OFFSET, operation
 from webui.params import json_body
 from webui.services import Services, services
 from webui.unreadable import skip_unreadable

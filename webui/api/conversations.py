@@ -16,12 +16,12 @@ from webui.api.models import (
     Usage,
     conversation_detail,
 )
-from webui.api.operations import LIMIT, OFFSET, Param, operation
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.errors import invalid_body
 from webui.gate import check_chosen_id, check_conversation_owner, check_tool_options, is_operator
 from webui.listing import list_conversations
+from webui.operations import LIMIT, OFFSET, Param, operation
 from webui.params import enum_param, json_body
 from webui.services import Services, services
 

@@ -11,10 +11,10 @@ from flask import Blueprint, Response
 
 from shared.users import Role
 from shared.workspace import MAX_READ_BYTES, FileRead, read_file
-from webui.api.operations import Param, operation
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.gate import check_conversation_owner
+from webui.operations import Param, operation
 from webui.params import required_param
 from webui.services import services
 

@@ -6,9 +6,9 @@ from flask import Blueprint, Response
 
 from shared.users import Role
 from webui.api.models import HistoryResponse
-from webui.api.operations import OFFSET, integer, operation
 from webui.api.replies import reply
 from webui.auth import requires
+from webui.operations import OFFSET, integer, operation
 from webui.services import services
 
 __all__ = ["blueprint"]

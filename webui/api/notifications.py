@@ -10,11 +10,11 @@ from pydantic import BaseModel, Field, RootModel
 from shared.approvals import Allow, Deny, Notification, Resolution, Submit
 from shared.users import Role
 from webui.api.models import BulkResolveBody, BulkResolveResult, DenyBody
-from webui.api.operations import LIMIT, OFFSET, Param, operation
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.bulk import BulkScope, apply
 from webui.inbox import MAX_AGE_S, InboxFilter
+from webui.operations import LIMIT, OFFSET, Param, operation
 from webui.params import json_body
 from webui.services import services
 

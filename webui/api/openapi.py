@@ -19,9 +19,9 @@ from shared.settings import Settings
 from shared.users import Role
 from webui.api import prompt_body
 from webui.api.models import ErrorResponse
-from webui.api.operations import Operation, Param, operation, operation_of
 from webui.auth import required_role, requires
 from webui.converters import CONVERTERS
+from webui.operations import Operation, Param, operation, operation_of
 from webui.services import EXTENSION
 
 __all__ = ["PREFIX", "blueprint", "build_document"]

@@ -19,10 +19,10 @@ from shared.policy import (
     ToolInfo,
 )
 from shared.users import Role
-from webui.api.operations import Param, integer, operation
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.errors import HttpProblem
+from webui.operations import Param, integer, operation
 from webui.params import json_body
 from webui.services import services
 

@@ -12,12 +12,12 @@ from shared.errors import CorruptRecord
 from shared.events import ChatResponse, TurnStatus
 from shared.users import Role
 from webui.api.models import PromptAccepted, TurnView
-from webui.api.operations import operation
 from webui.api.prompt_body import PromptBody
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.errors import HttpProblem
 from webui.gate import check_conversation_owner
+from webui.operations import operation
 from webui.params import json_body
 from webui.services import services
 

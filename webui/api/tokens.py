@@ -9,9 +9,9 @@ from pydantic import BaseModel, Field
 
 from shared.users import MAX_TOKEN_LIFETIME_S, MAX_TOKEN_NAME, TOKEN_NAME_PATTERN, ApiToken, Role
 from webui.api.models import INTEGRAL, RequestBody
-from webui.api.operations import operation
 from webui.api.replies import reply
 from webui.auth import actor, requires
+from webui.operations import operation
 from webui.params import json_body
 from webui.services import services
 

@@ -8,9 +8,9 @@ from flask import Blueprint, Response
 
 from shared.users import Role
 from webui.api.models import UsageDayView, UsageResponse
-from webui.api.operations import Param, operation
 from webui.api.replies import reply
 from webui.auth import requires
+from webui.operations import Param, operation
 from webui.params import day_range_params
 from webui.services import services
 from webui.usage_report import EARLIEST_DAY, MAX_DAYS, read_usage_report

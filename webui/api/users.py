@@ -6,9 +6,9 @@ from flask import Blueprint, Response
 from pydantic import BaseModel, Field
 
 from shared.users import Role, UserInfo
-from webui.api.operations import operation
 from webui.api.replies import reply
 from webui.auth import actor, requires
+from webui.operations import operation
 from webui.services import services
 
 __all__ = ["UserList", "UserView", "blueprint"]

@@ -1,15 +1,16 @@
-"""Server-Sent Events: one conversation's events (with replay), and every conversation's."""
+"""/conversations/<id>/events and /events: Server-Sent Events, replayed and live."""
 
 from __future__ import annotations
 
 from flask import Blueprint, Response
 
 from shared.users import Role
-from webui.api.operations import Param, operation
 from webui.auth import requires
-from webui.params import STREAM_ID, STREAM_ID_PATTERN, last_event_id
+from webui.live.streams import conversation_stream, global_stream, sse_response
+from webui.operations import Param, operation
+from webui.params import last_event_id
 from webui.services import services
-from webui.streams import conversation_stream, global_stream, sse_response
+from webui.stream_ids import STREAM_ID, STREAM_ID_PATTERN
 
 __all__ = ["blueprint"]
 

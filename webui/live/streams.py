@@ -18,8 +18,10 @@ from flask import Response
 from shared.errors import StorageError
 from shared.event_log import EventLog
 from shared.events import EventBase
-from webui.broadcast import Broadcaster, Subscription
-from webui.sse import comment, event_frame, is_after, retry_frame
+from webui.live.broadcaster import Broadcaster
+from webui.live.frames import comment, event_frame, retry_frame
+from webui.live.subscription import Subscription
+from webui.stream_ids import is_after
 
 __all__ = ["conversation_stream", "global_stream", "sse_response"]
 

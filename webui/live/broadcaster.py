@@ -14,91 +14,24 @@ every client is ended, since events published meanwhile never reached them.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
 import threading
-from dataclasses import dataclass
 
 import redis
 
 from shared.emit import split_message
 from shared.errors import CorruptRecord, StorageError
 from shared.event_log import parse_event
-from webui.sse import event_frame
+from webui.live.frames import event_frame
+from webui.live.subscription import LiveEvent, Subscription
 
-__all__ = ["Broadcaster", "LiveEvent", "Subscription"]
+__all__ = ["Broadcaster"]
 
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 1000
 _POLL_S = 0.5
 _RETRY_S = 1.0
-
-
-@dataclass(frozen=True)
-class LiveEvent:
-    """An event as the feed delivers it: already framed for SSE."""
-
-    stream_id: str
-    conversation_id: str
-    frame: str
-
-
-class Subscription:
-    """One SSE client's bounded queue; `conversation_id` None follows every conversation."""
-
-    def __init__(self, conversation_id: str | None, queue_size: int) -> None:
-        self.conversation_id = conversation_id
-        self.ended_reason: str | None = None
-        self._queue: queue.Queue[LiveEvent | None] = queue.Queue(maxsize=queue_size)
-
-    @property
-    def ended(self) -> bool:
-        return self.ended_reason is not None
-
-    def offer(self, event: LiveEvent) -> bool:
-        """Queues an event; False when the queue is full."""
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
-            return False
-        return True
-
-    def end(self, reason: str) -> None:
-        """Ends the subscription and wakes its reader."""
-        self.ended_reason = reason
-        with contextlib.suppress(queue.Full):  # a reader that far behind sees `ended` first
-            self._queue.put_nowait(None)
-
-    def get(self, timeout_s: float) -> LiveEvent | None:
-        """The next event, or None after `timeout_s` or once ended (check `ended`)."""
-        if self.ended:
-            return None
-        try:
-            return self._queue.get(timeout=timeout_s)
-        except queue.Empty:
-            return None
-
-    def get_batch(self, timeout_s: float, *, most: int = 64) -> list[LiveEvent]:
-        """The next event and whatever else is already queued (at most `most`), in order.
-
-        Empty after `timeout_s` or once ended. A reader that fell behind catches up with
-        one write for many events instead of one each.
-        """
-        first = self.get(timeout_s)
-        if first is None:
-            return []
-        batch = [first]
-        while len(batch) < most:
-            try:
-                event = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if event is None:  # ended meanwhile
-                break
-            batch.append(event)
-        return batch
 
 
 class Broadcaster:

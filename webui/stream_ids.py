@@ -1,33 +1,21 @@
-"""The Server-Sent Events wire format, and ordering of Redis stream ids. Pure: no I/O."""
+"""Redis stream ids: the pattern a parameter takes, parsing, and their order. Pure: no I/O."""
 
 from __future__ import annotations
 
 import re
 
 from shared.errors import InvalidInput
-from shared.events import EventBase
 
-__all__ = ["comment", "event_frame", "is_after", "parse_stream_id", "retry_frame"]
+__all__ = ["STREAM_ID", "STREAM_ID_PATTERN", "is_after", "parse_stream_id"]
+
+# A Redis stream id as a parameter takes it (``0`` alone means the start); 19 digits a part
+# keep every value below 2**64, so the pattern alone says what is accepted.
+STREAM_ID = r"0|[0-9]{1,19}-[0-9]{1,19}"
+STREAM_ID_PATTERN = f"^(?:{STREAM_ID})$"
 
 # Matched whole (`$` would allow a final "\n"), ASCII digits only, each part a 64-bit number.
 _STREAM_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
 _U64_MAX = 2**64 - 1
-
-
-def event_frame(event: EventBase) -> str:
-    """One SSE message: ``id`` is the stream id, ``event`` the kind, ``data`` the event JSON."""
-    data = event.model_dump_json(exclude_none=True)
-    return f"id: {event.id}\nevent: {getattr(event, 'kind', 'message')}\ndata: {data}\n\n"
-
-
-def comment(text: str) -> str:
-    """A comment line: ignored by EventSource, keeps proxies and idle clients honest."""
-    return f": {text}\n\n"
-
-
-def retry_frame(milliseconds: int) -> str:
-    """Tells EventSource how long to wait before reconnecting."""
-    return f"retry: {milliseconds}\n\n"
 
 
 def parse_stream_id(value: str) -> tuple[int, int]:
