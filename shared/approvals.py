@@ -9,7 +9,7 @@ the turn parks with the request and continues, on any worker, with the decision.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, Field, TypeAdapter, field_validator
 
@@ -19,6 +19,7 @@ __all__ = [
     "RESOLUTION",
     "Allow",
     "Delivery",
+    "DeliveryEntry",
     "Deny",
     "Notification",
     "NotificationKind",
@@ -117,14 +118,55 @@ class Notification(BaseModel):
         return self.tool_call.name if self.tool_call else None
 
 
-class Delivery(BaseModel):
-    """One entry of a notification stream, as a consumer receives it."""
+class DeliveryEntry(BaseModel):
+    """One entry of a notification stream, as it is written: what a consumer is told."""
 
-    entry_id: str
     notification_id: str
     kind: NotificationKind
     conversation_id: str
     turn_id: str = ""
     event: str = ""
     title: str = ""
+
+    @classmethod
+    def interaction(cls, note: Notification) -> Self:
+        """The delivery of a notification that asks for a decision."""
+        return cls(
+            notification_id=note.id,
+            kind=note.kind,
+            conversation_id=note.conversation_id,
+            turn_id=note.turn_id,
+            event="interaction",
+            title=note.title,
+        )
+
+    @classmethod
+    def passive(
+        cls,
+        notification_id: str,
+        *,
+        conversation_id: str,
+        turn_id: str,
+        event: PassiveEvent,
+        title: str,
+    ) -> Self:
+        """The delivery of a notice that informs and needs no decision."""
+        return cls(
+            notification_id=notification_id,
+            kind=NotificationKind.PASSIVE,
+            conversation_id=conversation_id,
+            turn_id=turn_id,
+            event=event.value,
+            title=title,
+        )
+
+    def fields(self) -> dict[str, str]:
+        """The stream entry's fields, in order."""
+        return {name: str(value) for name, value in self.model_dump(mode="json").items()}
+
+
+class Delivery(DeliveryEntry):
+    """One entry of a notification stream, as a consumer receives it."""
+
+    entry_id: str
     delivery_count: int = 1

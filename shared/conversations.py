@@ -18,9 +18,9 @@ from pydantic import ValidationError
 
 from shared.config import ConversationConfig, PromptOptions
 from shared.content import Content
-from shared.emit import EMIT_LUA
+from shared.emit import EMIT_LUA, encode_event
 from shared.errors import Conflict, ConversationClosed, CorruptRecord, NotFound
-from shared.events import ConversationStatus, TurnStatus
+from shared.events import ConversationStatus, StatusEvent, TurnStatus
 from shared.keys import KeySpace, check_id
 from shared.lua import LuaScript
 from shared.redis_client import storage_errors
@@ -87,7 +87,8 @@ return {'ok', last[1][1]}
 """
 )
 
-# KEYS: conv, inbox, events   ARGV: cid, now, maxlen, ttl_ms, channel, channel_all, close(0/1)
+# KEYS: conv, inbox, events
+# ARGV: cid, now, maxlen, ttl_ms, channel, channel_all, close(0/1), the closed status event
 _ABORT = LuaScript(
     EMIT_LUA
     + _CANCEL_QUEUED_LUA
@@ -102,8 +103,7 @@ if ARGV[7] == '1' and redis.call('HGET', KEYS[1], 'closed') ~= '1' then
   redis.call('HSET', KEYS[1], 'closed', '1', 'updated_at', ARGV[2])
   if active == '' then
     redis.call('HSET', KEYS[1], 'status', 'closed')
-    emit(KEYS[3], ARGV[3], ARGV[4], channels, cjson.encode(
-      {kind = 'status', conversation_id = ARGV[1], status = 'closed'}))
+    emit(KEYS[3], ARGV[3], ARGV[4], channels, ARGV[8])
   end
 end
 return {'ok', active, cancelled}
@@ -329,7 +329,8 @@ class ConversationStore:
 
     def abort_call(self, cid: str, *, close: bool = False) -> tuple[list[str], list[Any]]:
         keys = [self.keys.conversation(cid), self.keys.inbox(cid), self.keys.events(cid)]
-        return keys, [cid, time.time(), *self._emit_args(cid), int(close)]
+        closed = encode_event(StatusEvent(conversation_id=cid, status=ConversationStatus.CLOSED))
+        return keys, [cid, time.time(), *self._emit_args(cid), int(close), closed]
 
     @staticmethod
     def abort_script() -> LuaScript:

@@ -1,25 +1,19 @@
 """Writing events: XADD to the conversation's stream, then PUBLISH, inside a Lua script.
 
-`EMIT_LUA` defines `emit(stream, maxlen, ttl_ms, channels, json)`, reused by every
-script that produces events, so the stream (for replay) and the channels (for live
-readers) always carry the same event with the same id. A published message is
+`EMIT_LUA` (`shared/lua/emit.lua`) defines `emit(stream, maxlen, ttl_ms, channels, json)`,
+put before every script that produces events, so the stream (for replay) and the channels
+(for live readers) always carry the same event with the same id. A published message is
 ``"<stream id> <event json>"``.
 """
 
 from __future__ import annotations
 
 from shared.events import EventBase
+from shared.lua import lua_source
 
 __all__ = ["EMIT_LUA", "encode_event", "split_message"]
 
-EMIT_LUA = """
-local function emit(stream, maxlen, ttl_ms, channels, json)
-  local id = redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 'e', json)
-  redis.call('PEXPIRE', stream, ttl_ms)
-  for _, channel in ipairs(channels) do redis.call('PUBLISH', channel, id .. ' ' .. json) end
-  return id
-end
-"""
+EMIT_LUA = lua_source("shared", "emit.lua")
 
 
 def encode_event(event: EventBase) -> str:

@@ -9,16 +9,17 @@ usage never disagree, however many writers there are.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from redis.client import Pipeline
 
 from shared.errors import CorruptRecord
 from shared.keys import KeySpace
-from shared.lua import LuaScript
+from shared.lua import LuaScript, lua_source
 from shared.redis_client import storage_errors
 from shared.settings import DEFAULT_MAX_HISTORY_SIZE
 from shared.steps import USAGE_FIELDS, Step, StepSource, StepType, UsageMetadata
@@ -28,86 +29,20 @@ __all__ = [
     "HistoryPage",
     "HistorySnapshot",
     "HistoryStore",
+    "HistoryWrite",
+    "StepWrite",
     "UsageSummary",
-    "history_args",
     "response_text",
     "structured_output",
 ]
 
-_ABSENT = "-"
-_PRESENT = "+"
+# `history_write(k, h)`, the function that appends (`shared/lua/history_write.lua`): the
+# store's own script runs it, and so does the worker's flush, so the arithmetic has one
+# implementation. Its argument `h` is a `HistoryWrite`.
+HISTORY_WRITE_LUA = lua_source("shared", "history_write.lua")
 
-# A Lua function other scripts reuse (the worker's flush script calls it too).
-# k: steps, meta, turns, compactions, usage, turn overflow keys; a: ARGV; i: index of
-# max_history_size in a. Trimming moves the latest turn's own steps to the overflow list
-# instead of dropping them (a turn start empties it), so a turn's response keeps every step.
-# Reads a[i]: max_history_size, a[i+1]: start_turn, a[i+2]: has_usage, a[i+3..i+7]: usage,
-# a[i+8]: step count, then per step: json, is_compaction, response ("-"/"+text"), structured.
-HISTORY_WRITE_LUA = """
-local function history_write(k, a, i)
-  local fields = {'prompt_token_count', 'candidates_token_count', 'total_token_count',
-                  'cached_content_token_count', 'thoughts_token_count'}
-  local max = tonumber(a[i])
-  local appended = tonumber(redis.call('HGET', k[2], 'appended') or '0')
-  local first = appended
-  if a[i + 1] == '1' then
-    redis.call('DEL', k[6])
-    redis.call('HSET', k[2], 'turn_start', appended)
-    redis.call('RPUSH', k[3], appended)
-    for _, f in ipairs(fields) do redis.call('HDEL', k[5], 'turn:' .. f) end
-  end
-  if a[i + 2] == '1' then
-    for j, f in ipairs(fields) do
-      local n = tonumber(a[i + 2 + j])
-      redis.call('HINCRBY', k[5], f, n)
-      redis.call('HINCRBY', k[5], 'turn:' .. f, n)
-    end
-  end
-  local count = tonumber(a[i + 8])
-  local at = i + 9
-  for _ = 1, count do
-    redis.call('RPUSH', k[1], a[at])
-    if a[at + 1] == '1' then redis.call('RPUSH', k[4], appended) end
-    if string.sub(a[at + 2], 1, 1) == '+' then
-      redis.call('HSET', k[2], 'last_response', string.sub(a[at + 2], 2))
-    end
-    if string.sub(a[at + 3], 1, 1) == '+' then
-      redis.call('HSET', k[2], 'last_structured', string.sub(a[at + 3], 2))
-    end
-    appended = appended + 1
-    at = at + 4
-  end
-  if count > 0 then redis.call('HSET', k[2], 'appended', appended) end
-  if max > 0 then
-    local len = redis.call('LLEN', k[1])
-    if len > max then
-      local drop = len - max
-      local before = tonumber(redis.call('HGET', k[2], 'trimmed') or '0')
-      local turn_start = redis.call('HGET', k[2], 'turn_start')
-      if turn_start then
-        local from = math.max(tonumber(turn_start) - before, 0)
-        if from < drop then
-          for _, raw in ipairs(redis.call('LRANGE', k[1], from, drop - 1)) do
-            redis.call('RPUSH', k[6], raw)
-          end
-        end
-      end
-      redis.call('LTRIM', k[1], drop, -1)
-      local trimmed = redis.call('HINCRBY', k[2], 'trimmed', drop)
-      for _, key in ipairs({k[3], k[4]}) do
-        while true do
-          local head = redis.call('LINDEX', key, 0)
-          if not head or tonumber(head) >= trimmed then break end
-          redis.call('LPOP', key)
-        end
-      end
-    end
-  end
-  return {first, at}
-end
-"""
-
-_WRITE = LuaScript(HISTORY_WRITE_LUA + "return history_write(KEYS, ARGV, 1)[1]\n")
+# KEYS: the history's keys (`HistoryStore.keys`)   ARGV: a HistoryWrite as JSON
+_WRITE = LuaScript(HISTORY_WRITE_LUA, "return history_write(KEYS, cjson.decode(ARGV[1]))")
 
 
 # Steps from an absolute position: the latest turn's trimmed steps (the overflow holds
@@ -200,6 +135,54 @@ class UsageSummary:
     turn_count: int
 
 
+class StepWrite(BaseModel):
+    """One step as `history_write` appends it, with what the history keeps beside it."""
+
+    doc: str  # the step's JSON, as stored
+    compaction: bool = False
+    response: str | None = None  # a complete model response: kept as the last response
+    structured: str | None = None  # a Finish step's structured output (JSON): kept too
+
+    @classmethod
+    def of(cls, step: Step) -> StepWrite:
+        text, payload = response_text(step), structured_output(step)
+        return cls(
+            doc=step.model_dump_json(),
+            compaction=step.type is StepType.COMPACTION,
+            response=text,
+            structured=None if payload is None else json.dumps(payload, separators=(",", ":")),
+        )
+
+
+class HistoryWrite(BaseModel):
+    """What one call of `history_write` appends; scripts take it as one JSON argument."""
+
+    max_history_size: int  # 0: unlimited
+    start_turn: bool = False
+    usage: UsageMetadata | None = None  # added to the cumulative and the turn's counters
+    steps: list[StepWrite] = []
+
+    @classmethod
+    def of(
+        cls,
+        steps: Sequence[Step],
+        max_history_size: int,
+        *,
+        usage: UsageMetadata | None = None,
+        start_turn: bool = False,
+    ) -> HistoryWrite:
+        return cls(
+            max_history_size=max_history_size,
+            start_turn=start_turn,
+            usage=usage,
+            steps=[StepWrite.of(step) for step in steps],
+        )
+
+    def to_json(self) -> str:
+        """The argument: absent fields are left out, since Lua reads JSON null as a value."""
+        return self.model_dump_json(exclude_none=True)
+
+
 class HistoryStore:
     """History and usage of one conversation, bounded by `max_history_size`."""
 
@@ -216,14 +199,7 @@ class HistoryStore:
         self.max_history_size = (
             DEFAULT_MAX_HISTORY_SIZE if max_history_size is None else max_history_size
         )
-        self._keys = [
-            keys.steps(conversation_id),
-            keys.history_meta(conversation_id),
-            keys.turn_starts(conversation_id),
-            keys.compactions(conversation_id),
-            keys.usage(conversation_id),
-            keys.turn_overflow(conversation_id),
-        ]
+        self._keys = keys.history(conversation_id)
 
     @property
     def keys(self) -> list[str]:
@@ -244,9 +220,10 @@ class HistoryStore:
         Returns the absolute position of the first appended step, or the queued
         pipeline when one is given.
         """
-        args = history_args(steps, self.max_history_size, usage=usage, start_turn=start_turn)
+        write = HistoryWrite.of(steps, self.max_history_size, usage=usage, start_turn=start_turn)
         with storage_errors(f"writing history of conversation {self.conversation_id}"):
-            return _WRITE(pipeline if pipeline is not None else self.client, self._keys, args)
+            client = pipeline if pipeline is not None else self.client
+            return _WRITE(client, self._keys, [write.to_json()])
 
     def start_turn(self, *, pipeline: Pipeline | None = None) -> Any:
         """Registers a turn boundary at the next step and resets the turn's usage."""
@@ -387,33 +364,6 @@ class HistoryStore:
             return json.loads(raw)
         except ValueError as exc:
             raise CorruptRecord(f"last structured output in {self._keys[1]} is not JSON") from exc
-
-
-def history_args(
-    steps: tuple[Step, ...] | list[Step],
-    max_history_size: int,
-    *,
-    usage: UsageMetadata | None = None,
-    start_turn: bool = False,
-) -> list[Any]:
-    """The ARGV slice `history_write` reads, for scripts that embed it."""
-    args: list[Any] = [max_history_size, int(start_turn), int(usage is not None)]
-    args += [getattr(usage, name) if usage else 0 for name in USAGE_FIELDS]
-    args.append(len(steps))
-    for step in steps:
-        args += _step_args(step)
-    return args
-
-
-def _step_args(step: Step) -> list[Any]:
-    text = response_text(step)
-    payload = structured_output(step)
-    return [
-        step.model_dump_json(),
-        int(step.type is StepType.COMPACTION),
-        _ABSENT if text is None else _PRESENT + text,
-        _ABSENT if payload is None else _PRESENT + json.dumps(payload, separators=(",", ":")),
-    ]
 
 
 def _usage_from(raw: dict[str, str], prefix: str) -> UsageMetadata:

@@ -19,7 +19,7 @@ from shared.approvals import Notification
 from shared.keys import KeySpace
 from shared.redis_client import storage_errors
 
-__all__ = ["INDEXED_FIELD", "InboxIndex", "delivery_fields", "index_commands"]
+__all__ = ["INDEXED_FIELD", "InboxIndex", "index_commands"]
 
 # A field of the notification's hash, set once the park's writes outside its
 # conversation's slot (indexes, global delivery, batch count) are known to be in Redis.
@@ -51,18 +51,6 @@ def index_commands(keys: KeySpace, note: Notification) -> IndexEntries:
     if note.expires_at is not None:
         entries.append((keys.notification_deadlines(), {note.id: note.expires_at}))
     return entries
-
-
-def delivery_fields(note: Notification) -> dict[str, str]:
-    """The delivery entry of an interaction, as the park adds it to both delivery streams."""
-    return {
-        "notification_id": note.id,
-        "kind": note.kind.value,
-        "conversation_id": note.conversation_id,
-        "turn_id": note.turn_id,
-        "event": "interaction",
-        "title": note.title,
-    }
 
 
 def facets(keys: KeySpace, note: Notification) -> list[str]:

@@ -60,6 +60,17 @@ class KeySpace:
         """LIST of the latest turn's steps that trimming removed, so its response has them all."""
         return self._conv(cid, "turn_overflow")
 
+    def history(self, cid: str) -> list[str]:
+        """The keys above, in the order `history_write` takes them (shared/lua/)."""
+        return [
+            self.steps(cid),
+            self.history_meta(cid),
+            self.turn_starts(cid),
+            self.compactions(cid),
+            self.usage(cid),
+            self.turn_overflow(cid),
+        ]
+
     # Conversation state
     def conversation(self, cid: str) -> str:
         """HASH: configuration, status, closed flag."""

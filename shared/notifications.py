@@ -25,9 +25,11 @@ from pydantic import ValidationError
 from shared.approvals import (
     RESOLUTION,
     Allow,
+    DeliveryEntry,
     Deny,
     Notification,
     NotificationStatus,
+    PassiveEvent,
     Resolution,
     ResolutionKind,
     Submit,
@@ -511,14 +513,13 @@ class NotificationStore:
             pipe.execute()
 
     def _notify_expired(self, pipe: Any, note: Notification) -> None:
-        delivery = {
-            "notification_id": f"{note.id}-expired",
-            "kind": "passive",
-            "conversation_id": note.conversation_id,
-            "turn_id": note.turn_id,
-            "event": "notification_expired",
-            "title": f"Expired: {note.title}",
-        }
+        delivery = DeliveryEntry.passive(
+            f"{note.id}-expired",
+            conversation_id=note.conversation_id,
+            turn_id=note.turn_id,
+            event=PassiveEvent.NOTIFICATION_EXPIRED,
+            title=f"Expired: {note.title}",
+        ).fields()
         for stream in (
             self.keys.conversation_notifications(note.conversation_id),
             self.keys.notification_stream(),

@@ -12,12 +12,10 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from functools import partial
-
-from redis.client import Pipeline
 
 from shared.approvals import (
     Allow,
+    DeliveryEntry,
     Deny,
     Notification,
     NotificationKind,
@@ -26,13 +24,13 @@ from shared.approvals import (
     Submit,
 )
 from shared.events import ConversationStatus, NotificationEvent, TurnStatus
-from shared.inbox_index import InboxIndex, delivery_fields, index_commands
+from shared.inbox_index import InboxIndex
 from shared.notifications import NotificationStore
 from shared.steps import ToolCall
+from worker.flush import Flush
 from worker.leg import Leg
 from worker.tools import ToolOutcome, ToolRegistry
 from worker.tools.ask_operator import ASK_OPERATOR, answer_schema
-from worker.writer import Flush
 
 __all__ = ["Decision", "decision_for", "park"]
 
@@ -91,24 +89,18 @@ def park(leg: Leg, registry: ToolRegistry, call: ToolCall) -> None:
     )
     leg.writer.write(
         Flush(
-            turn_fields={"status": TurnStatus.WAITING_FOR_USER.value, **leg.saved_checkpoint()},
-            conversation_fields={"parked_on": note.id},
-            status=ConversationStatus.WAITING_FOR_USER,
-            notification_key=leg.keys.notification(note.id),
-            notification_fields={"doc": note.model_dump_json(), "status": note.status.value},
+            turn_status=TurnStatus.WAITING_FOR_USER,
+            checkpoint=leg.saved_checkpoint(),
+            parked_on=note.id,
+            conversation_status=ConversationStatus.WAITING_FOR_USER,
+            notification=note,
             events=[event],
-            deliveries=[delivery_fields(note)],
-            global_commands=[partial(_index, entries=index_commands(leg.keys, note))],
+            deliveries=[DeliveryEntry.interaction(note)],
         )
     )
     # Only now are the indexes and the global delivery (and the batch's count, written after
     # the flush) known to be in Redis; without this mark the reconciler checks them again.
     InboxIndex(leg.client, leg.keys).mark_indexed([note.id])
-
-
-def _index(pipe: Pipeline, *, entries: list[tuple[str, dict[str, float]]]) -> None:
-    for key, members in entries:
-        pipe.zadd(key, members)
 
 
 def _notification(leg: Leg, registry: ToolRegistry, call: ToolCall) -> Notification:

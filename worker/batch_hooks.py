@@ -9,29 +9,29 @@ from __future__ import annotations
 
 from shared.batches import BatchState, BatchStore
 from shared.events import TurnStatus
+from worker.flush import Flush
 from worker.leg import Leg
-from worker.writer import Flush
 
 __all__ = ["on_batch_flush"]
 
 _STATES = {
-    TurnStatus.WAITING_FOR_USER.value: BatchState.WAITING,
-    TurnStatus.COMPLETED.value: BatchState.DONE,
-    TurnStatus.FAILED.value: BatchState.FAILED,
-    TurnStatus.CANCELLED.value: BatchState.CANCELLED,
+    TurnStatus.WAITING_FOR_USER: BatchState.WAITING,
+    TurnStatus.COMPLETED: BatchState.DONE,
+    TurnStatus.FAILED: BatchState.FAILED,
+    TurnStatus.CANCELLED: BatchState.CANCELLED,
 }
 
 
 def on_batch_flush(store: BatchStore, leg: Leg, flush: Flush) -> None:
     """Moves the conversation's batch item when the flush changed the turn's status."""
     batch_id = leg.config.batch_id
-    status = flush.turn_fields.get("status")
+    status = flush.turn_status
     if batch_id is None or status is None:
         return
-    if status == TurnStatus.RUNNING.value and "parked_on" in flush.conversation_fields:
+    if flush.resumes:
         store.transition(batch_id, leg.cid, BatchState.RUNNING)
     elif status in _STATES:
-        state = _STATES[str(status)]
+        state = _STATES[status]
         store.transition(
             batch_id, leg.cid, state, leg.checkpoint.usage if state.is_terminal else None
         )

@@ -59,11 +59,11 @@ class Leg:
     def slice_used(self) -> bool:
         return time.monotonic() - self.started > self.settings.leg_time_slice_s
 
-    def saved_checkpoint(self) -> dict[str, str]:
-        """The checkpoint as a turn field, with the elapsed time brought up to date."""
+    def saved_checkpoint(self) -> TurnCheckpoint:
+        """A copy of the checkpoint to save, with the elapsed time brought up to date."""
         self.checkpoint.elapsed_s = self.elapsed_s()
         self.started = time.monotonic()
-        return {"checkpoint": self.checkpoint.model_dump_json()}
+        return self.checkpoint.model_copy(deep=True)
 
     def operator_policy(self) -> OperatorPolicy:
         """The operator's tool rules: read on first use in this leg, then reused."""

@@ -27,11 +27,11 @@ from typing import Any
 
 import redis
 
-from shared.approvals import Notification, NotificationStatus
+from shared.approvals import DeliveryEntry, Notification, NotificationStatus
 from shared.batches import BatchState, BatchStore
 from shared.errors import InvalidInput
 from shared.events import ConversationStatus
-from shared.inbox_index import InboxIndex, delivery_fields
+from shared.inbox_index import InboxIndex
 from shared.keys import KeySpace
 from shared.lua import LuaScript
 from shared.notifications import AUDIT_MAXLEN, NotificationStore, audit_entry
@@ -187,7 +187,7 @@ class Reconciler:
             for stream, note in missing:
                 pipe.xadd(
                     stream,
-                    delivery_fields(note),  # type: ignore[arg-type]
+                    DeliveryEntry.interaction(note).fields(),  # type: ignore[arg-type]
                     maxlen=self.settings.stream_maxlen,
                     approximate=True,
                 )

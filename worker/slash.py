@@ -7,10 +7,10 @@ from shared.content import SLASH_COMMANDS, SlashCommand
 from shared.events import StepEvent
 from shared.steps import Step, UsageMetadata
 from worker.context import build_messages
+from worker.flush import Flush
 from worker.leg import Leg
 from worker.providers.base import Message, ModelRequest, Provider, Role, TextDelta, UsageEvent
 from worker.terminal import complete_turn, fail_turn, passive
-from worker.writer import Flush
 
 __all__ = ["COMMANDS", "compact", "run_command"]
 
@@ -63,7 +63,7 @@ def compact(leg: Leg, provider: Provider) -> int:
             steps=[step],
             usage=usage,
             events=[event],
-            turn_fields=leg.saved_checkpoint(),
+            checkpoint=leg.saved_checkpoint(),
         )
     )
     return len(window)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from shared.events import StepEvent
 from shared.steps import Step, ToolCall, UsageMetadata
+from worker.flush import Flush
 from worker.providers.base import (
     FinishEvent,
     ProviderEvent,
@@ -22,7 +23,7 @@ from worker.providers.base import (
     ToolCallEvent,
     UsageEvent,
 )
-from worker.writer import Flush, Writer
+from worker.writer import Writer
 
 __all__ = ["ModelOutput", "StepStreamer"]
 

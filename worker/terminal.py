@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
-from shared.approvals import PassiveEvent
+from shared.approvals import DeliveryEntry, PassiveEvent
 from shared.events import (
     CancelledEvent,
     ChatResponse,
@@ -16,8 +14,8 @@ from shared.events import (
     TurnStatus,
 )
 from shared.steps import Step, StepSource, StepStatus, UsageMetadata
+from worker.flush import Flush, TurnEnd
 from worker.leg import Leg
-from worker.writer import Flush
 
 __all__ = ["cancel_turn", "complete_turn", "error_step", "fail_turn"]
 
@@ -30,19 +28,6 @@ def _step_event(leg: Leg, step: Step) -> StepEvent:
     return StepEvent(
         conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
     )
-
-
-def _ending(
-    leg: Leg, status: TurnStatus, **turn_fields: object
-) -> tuple[dict[str, object], dict[str, object]]:
-    turn = {"status": status.value, "finished_at": time.time(), "checkpoint": "", **turn_fields}
-    conversation = {
-        "active_turn": "",
-        "cancel_turn": "",
-        "parked_on": "",
-        "updated_at": time.time(),
-    }
-    return turn, conversation
 
 
 def error_step(
@@ -91,16 +76,15 @@ def complete_turn(
     )
     events: list[EventBase] = [*(leading or []), *(_step_event(leg, s) for s in steps)]
     events.append(CompletedEvent(conversation_id=leg.cid, turn_id=leg.turn_id, response=response))
-    turn, conversation = _ending(leg, TurnStatus.COMPLETED, response=response.model_dump_json())
     leg.writer.write(
         Flush(
             steps=steps,
             usage=usage,
             events=events,
             deliveries=[passive(leg, PassiveEvent.TURN_COMPLETED, "Turn completed")],
-            turn_fields=turn,
-            conversation_fields=conversation,
-            status=ConversationStatus.IDLE,
+            turn_status=TurnStatus.COMPLETED,
+            end=TurnEnd(response=response),
+            conversation_status=ConversationStatus.IDLE,
         )
     )
     return response
@@ -121,15 +105,14 @@ def fail_turn(
     events.append(
         FailedEvent(conversation_id=leg.cid, turn_id=leg.turn_id, error=message, code=code)
     )
-    turn, conversation = _ending(leg, TurnStatus.FAILED, error=message)
     leg.writer.write(
         Flush(
             deliveries=[passive(leg, PassiveEvent.TURN_FAILED, f"Turn failed: {message[:200]}")],
             steps=steps,
             events=events,
-            turn_fields=turn,
-            conversation_fields=conversation,
-            status=ConversationStatus.IDLE,
+            turn_status=TurnStatus.FAILED,
+            end=TurnEnd(error=message),
+            conversation_status=ConversationStatus.IDLE,
         )
     )
 
@@ -140,28 +123,26 @@ def cancel_turn(leg: Leg, *, partial: Step | None = None, reason: str = "aborted
     _renumber(leg, steps)
     events: list[EventBase] = [_step_event(leg, s) for s in steps]
     events.append(CancelledEvent(conversation_id=leg.cid, turn_id=leg.turn_id, reason=reason))
-    turn, conversation = _ending(leg, TurnStatus.CANCELLED, error=reason)
     leg.writer.write(
         Flush(
             steps=steps,
             events=events,
-            turn_fields=turn,
-            conversation_fields=conversation,
-            status=ConversationStatus.IDLE,
+            turn_status=TurnStatus.CANCELLED,
+            end=TurnEnd(error=reason),
+            conversation_status=ConversationStatus.IDLE,
         )
     )
 
 
-def passive(leg: Leg, event: PassiveEvent, title: str) -> dict[str, str]:
-    """A passive notification's delivery: it informs and needs no decision."""
-    return {
-        "notification_id": f"{leg.cid}.{leg.turn_id}-{event.value}",
-        "kind": "passive",
-        "conversation_id": leg.cid,
-        "turn_id": leg.turn_id,
-        "event": event.value,
-        "title": title,
-    }
+def passive(leg: Leg, event: PassiveEvent, title: str) -> DeliveryEntry:
+    """The delivery of a passive notification about this turn."""
+    return DeliveryEntry.passive(
+        f"{leg.cid}.{leg.turn_id}-{event.value}",
+        conversation_id=leg.cid,
+        turn_id=leg.turn_id,
+        event=event,
+        title=title,
+    )
 
 
 def _renumber(leg: Leg, steps: list[Step]) -> None:

@@ -19,10 +19,10 @@ from shared.policy import effective_policy
 from shared.steps import Step, StepStatus, ToolCall
 from worker.approval import Decision, decision_for, park
 from worker.checkpoint import Phase
+from worker.flush import Flush
 from worker.leg import Leg
 from worker.tools import ToolContext, ToolOutcome, ToolRegistry
 from worker.tools.ask_operator import ASK_OPERATOR, question_problem
-from worker.writer import Flush
 
 __all__ = ["ToolPhase", "policy_for", "run_pending_tools"]
 
@@ -101,14 +101,19 @@ def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: D
     if outcome is None:
         assert decision.run_with is not None
         outcome = _run_once(leg, registry, decision.run_with)
-    conversation = {"parked_on": ""}
+    allow_tool = None
     if decision.sticky == "conversation":
-        conversation[f"allow:{call.name}"] = "1"
+        allow_tool = call.name
         leg.flags[f"allow:{call.name}"] = "1"
     elif decision.sticky == "batch" and leg.config.batch_id:
         leg.client.hset(leg.keys.batch(leg.config.batch_id), f"allow:{call.name}", "1")
     _write_result(
-        leg, decision.run_with or call, outcome, denied=decision.denied, resumed=conversation
+        leg,
+        decision.run_with or call,
+        outcome,
+        denied=decision.denied,
+        resumed=True,
+        allow_tool=allow_tool,
     )
 
 
@@ -200,8 +205,10 @@ def _write_result(
     outcome: ToolOutcome,
     *,
     denied: bool = False,
-    resumed: dict[str, str] | None = None,
+    resumed: bool = False,
+    allow_tool: str | None = None,
 ) -> None:
+    """Appends the call's result step; `resumed`: the turn goes on after a park."""
     step = Step.tool_result(
         call,
         result_text(outcome, denied=denied),
@@ -217,11 +224,15 @@ def _write_result(
         conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
     )
     recorded = {call.id: _record(outcome)} if call.id else {}
-    flush = Flush(
-        steps=[step], events=[event], turn_fields=leg.saved_checkpoint(), tool_results=recorded
+    leg.writer.write(
+        Flush(
+            steps=[step],
+            events=[event],
+            checkpoint=leg.saved_checkpoint(),
+            tool_results=recorded,
+            turn_status=TurnStatus.RUNNING if resumed else None,
+            conversation_status=ConversationStatus.RUNNING if resumed else None,
+            parked_on="" if resumed else None,
+            allow_tool=allow_tool,
+        )
     )
-    if resumed is not None:
-        flush.turn_fields["status"] = TurnStatus.RUNNING.value
-        flush.conversation_fields = resumed
-        flush.status = ConversationStatus.RUNNING
-    leg.writer.write(flush)

@@ -19,6 +19,7 @@ from shared.schema import parse_json_answer, schema_violations
 from shared.steps import Step, StepStatus, StepType, ToolCall
 from worker.checkpoint import Phase
 from worker.context import build_messages, estimate_tokens
+from worker.flush import Flush
 from worker.leg import Leg
 from worker.providers.base import Message, ModelRequest, Provider
 from worker.providers.registry import ProviderFactory
@@ -27,7 +28,7 @@ from worker.streaming import ModelOutput, StepStreamer
 from worker.terminal import cancel_turn, complete_turn, fail_turn
 from worker.tool_phase import ToolPhase, policy_for, run_pending_tools
 from worker.tools import ToolRegistry
-from worker.writer import Flush, LeaseLost
+from worker.writer import LeaseLost
 
 __all__ = ["LegOutcome", "TurnMachine"]
 
@@ -65,7 +66,7 @@ class TurnMachine:
                 )
                 return LegOutcome.FINISHED
             if leg.slice_used():
-                leg.writer.write(Flush(turn_fields=leg.saved_checkpoint()))
+                leg.writer.write(Flush(checkpoint=leg.saved_checkpoint()))
                 return LegOutcome.YIELDED
             outcome = self._advance_phase()
             if outcome is not None:
@@ -113,18 +114,15 @@ class TurnMachine:
                 conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
             ),
         ]
-        turn_fields = {
-            "status": TurnStatus.RUNNING.value,
-            "started_at": time.time(),
-            **leg.saved_checkpoint(),
-        }
         leg.writer.write(
             Flush(
                 steps=[step],
                 start_turn=True,
                 events=events,
-                turn_fields=turn_fields,
-                status=ConversationStatus.RUNNING,
+                turn_status=TurnStatus.RUNNING,
+                started_at=time.time(),
+                checkpoint=leg.saved_checkpoint(),
+                conversation_status=ConversationStatus.RUNNING,
             )
         )
         return False
@@ -279,9 +277,7 @@ class TurnMachine:
                 )
             )
         leg.writer.write(
-            Flush(
-                steps=steps, usage=output.usage, events=events, turn_fields=leg.saved_checkpoint()
-            )
+            Flush(steps=steps, usage=output.usage, events=events, checkpoint=leg.saved_checkpoint())
         )
         return self._after_response()
 

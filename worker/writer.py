@@ -1,114 +1,76 @@
 """The runtime's only way to write: one fenced Lua script per flush.
 
-A flush checks the lease's fencing token, appends finished steps with their usage
-to history, adds events to the stream and publishes them, and updates the turn's
-checkpoint and the conversation's fields: one round trip, all or nothing. It
-returns whether an abort was requested for the running turn, so checking for
-cancellation costs nothing extra.
+A flush (`worker/flush.py`) checks the lease's fencing token, appends finished steps
+with their usage to history, adds events to the stream and publishes them, and updates
+the turn's checkpoint and the conversation's fields: one round trip, all or nothing.
+It returns whether an abort was requested for the running turn, so checking for
+cancellation costs nothing extra. The script (`worker/lua/flush.lua`) takes the flush
+as one JSON argument, a `FlushArgs`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.client import Pipeline
+from pydantic import BaseModel
 
 from shared.emit import EMIT_LUA, encode_event
 from shared.errors import Conflict
-from shared.events import ConversationStatus, EventBase
-from shared.history import HISTORY_WRITE_LUA, history_args
+from shared.events import ConversationStatus, StatusEvent
+from shared.history import HISTORY_WRITE_LUA, HistoryWrite
+from shared.inbox_index import index_commands
 from shared.keys import KeySpace
-from shared.lua import LuaScript
+from shared.lua import LuaScript, lua_source
 from shared.redis_client import storage_errors
 from shared.settings import Settings
-from shared.steps import USAGE_FIELDS, Step, UsageMetadata
+from shared.steps import USAGE_FIELDS, Step
+from worker.flush import Flush
 
-__all__ = ["Flush", "LeaseLost", "Writer"]
+__all__ = ["Flush", "FlushArgs", "LeaseLost", "StatusChange", "Writer"]
 
-# KEYS: lease, conv, turn, events, five history keys, tool results, notification,
-#       the conversation's notification delivery stream, the history's turn overflow
-# ARGV: token, turn id, maxlen, ttl_ms, channel, channel_all, cid, new status ('' = unchanged),
-#       then field pairs for the turn, the conversation, tool results and the notification
-#       (each: count, name, value, ...), n events, json..., n deliveries, then per delivery
-#       a count of pairs and the pairs, history args...
-# A new status becomes 'closed' when the conversation was closed meanwhile; its status
-# event is emitted here, after the flush's own events.
-_FLUSH = LuaScript(
-    EMIT_LUA
-    + HISTORY_WRITE_LUA
-    + """
-if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'fenced'} end
-local at = 9
-local function set_pairs(key)
-  local n = tonumber(ARGV[at]); at = at + 1
-  for _ = 1, n do
-    redis.call('HSET', key, ARGV[at], ARGV[at + 1]); at = at + 2
-  end
-end
-set_pairs(KEYS[3])
-set_pairs(KEYS[2])
-set_pairs(KEYS[10])
-set_pairs(KEYS[11])
-local n = tonumber(ARGV[at]); at = at + 1
-local channels = {ARGV[5], ARGV[6]}
-local ids = {}
-local first_event = at
-at = at + n
-local deliveries = tonumber(ARGV[at]); at = at + 1
-for _ = 1, deliveries do
-  local pairs_count = tonumber(ARGV[at]); at = at + 1
-  local entry = {}
-  for j = 0, 2 * pairs_count - 1 do entry[#entry + 1] = ARGV[at + j] end
-  at = at + 2 * pairs_count
-  redis.call('XADD', KEYS[12], 'MAXLEN', '~', ARGV[3], '*', unpack(entry))
-end
-local written = history_write({KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[13]}, ARGV, at)
-for j = 0, n - 1 do
-  ids[#ids + 1] = emit(KEYS[4], ARGV[3], ARGV[4], channels, ARGV[first_event + j])
-end
-if ARGV[8] ~= '' then
-  local status = ARGV[8]
-  if status == 'idle' and redis.call('HGET', KEYS[2], 'closed') == '1' then status = 'closed' end
-  redis.call('HSET', KEYS[2], 'status', status)
-  ids[#ids + 1] = emit(KEYS[4], ARGV[3], ARGV[4], channels, cjson.encode(
-    {kind = 'status', conversation_id = ARGV[7], turn_id = ARGV[2], status = status}))
-end
-local cancel = 0
-if ARGV[2] ~= '' and redis.call('HGET', KEYS[2], 'cancel_turn') == ARGV[2] then cancel = 1 end
-return {'ok', written[1], cancel, ids}
-"""
-)
+_FLUSH = LuaScript(EMIT_LUA, HISTORY_WRITE_LUA, lua_source("worker", "flush.lua"))
+_NOTIFICATION_KEY = 5  # where flush.lua's KEYS name the notification the flush files
 
 
 class LeaseLost(Conflict):
     """Raised when another worker took over the conversation; this leg must stop writing."""
 
 
-@dataclass
-class Flush:
-    """What one round trip writes."""
+class StatusChange(BaseModel):
+    """A new status of the conversation, with its `status` event (encoded)."""
 
-    steps: list[Step] = field(default_factory=list)
-    usage: UsageMetadata | None = None
-    start_turn: bool = False
-    events: list[EventBase] = field(default_factory=list)
-    turn_fields: dict[str, Any] = field(default_factory=dict)
-    conversation_fields: dict[str, Any] = field(default_factory=dict)
-    status: ConversationStatus | None = None
-    tool_results: dict[str, str] = field(default_factory=dict)
-    notification_key: str = ""
-    notification_fields: dict[str, Any] = field(default_factory=dict)
-    # Notification deliveries: added to the conversation's delivery stream in the script
-    # and to the global one in the same round trip.
-    deliveries: list[dict[str, str]] = field(default_factory=list)
-    # Commands on keys outside the conversation's slot, sent in the same round trip
-    # (after the script; see docs/architecture.md on what that guarantees).
-    global_commands: list[Callable[[Pipeline], object]] = field(default_factory=list)
+    status: ConversationStatus
+    event: str
+
+
+class FlushArgs(BaseModel):
+    """The flush script's one argument: what it writes, by Redis key.
+
+    Hash fields are written as given (`Flush` chose them); events and the steps in
+    `history` are already JSON, so the script stores exactly what pydantic wrote.
+    """
+
+    token: str  # the lease's fencing token ("" for a writer without a lease)
+    turn_id: str
+    maxlen: str  # of the event and delivery streams (MAXLEN ~)
+    ttl_ms: str  # of the event stream, renewed with each event
+    channels: list[str]  # the conversation's live channel and the global one
+    turn: dict[str, str]
+    conversation: dict[str, str]
+    tool_results: dict[str, str]
+    notification: dict[str, str]
+    deliveries: list[list[str]]  # each a delivery's fields and values, in order
+    events: list[str]
+    history: HistoryWrite
+    status: StatusChange | None = None
+    # A turn that ends leaves the conversation idle, unless close() came meanwhile: only
+    # the script can see that, so it gets both changes, each event built and validated by
+    # pydantic here, and picks one (patching the JSON in Lua would mean a second encoder).
+    status_if_closed: StatusChange | None = None
 
 
 @dataclass(frozen=True)
@@ -144,30 +106,31 @@ class Writer:
         self.cancel_seen = False  # an abort of this turn was reported by a flush
         self.on_flush: Callable[[Flush], None] | None = None  # called after each written flush
         self.written: list[Step] = []  # steps this writer appended, in order
+        turn_key = keys.turn(cid, turn_id)
+        # flush.lua's KEYS: lease, conversation, turn, events, tool results, notification
+        # (the turn's key when there is none), delivery stream, then the history's keys.
         self._script_keys = [
             keys.lease(cid),
             keys.conversation(cid),
-            keys.turn(cid, turn_id),
+            turn_key,
             keys.events(cid),
-            keys.steps(cid),
-            keys.history_meta(cid),
-            keys.turn_starts(cid),
-            keys.compactions(cid),
-            keys.usage(cid),
             keys.tool_results(cid),
+            turn_key,
+            keys.conversation_notifications(cid),
+            *keys.history(cid),
         ]
+        self._maxlen = str(settings.stream_maxlen)
+        self._ttl_ms = str(settings.events_ttl_s * 1000)
+        self._channels = [keys.live(cid), keys.live_all()]
         self.round_trips = 0
         self.next_position = 0  # absolute history position of the next step; set by the leg
 
     def write(self, flush: Flush) -> FlushResult:
-        keys = [
-            *self._script_keys,
-            flush.notification_key or self._script_keys[2],
-            self._keys.conversation_notifications(self.cid),
-            self._keys.turn_overflow(self.cid),
-        ]
+        keys = list(self._script_keys)
+        if flush.notification is not None:
+            keys[_NOTIFICATION_KEY] = self._keys.notification(flush.notification.id)
         with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
-            reply = self._send(keys, self._args(flush), flush)
+            reply = self._send(keys, self._args(flush).model_dump_json(exclude_none=True), flush)
         self.round_trips += 1
         if reply[0] == "fenced":
             raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
@@ -179,57 +142,57 @@ class Writer:
             self.on_flush(flush)
         return result
 
-    def _args(self, flush: Flush) -> list[Any]:
-        args: list[Any] = [
-            self.token,
-            self.turn_id,
-            self.settings.stream_maxlen,
-            self.settings.events_ttl_s * 1000,
-            self._keys.live(self.cid),
-            self._keys.live_all(),
-            self.cid,
-            flush.status.value if flush.status else "",
-        ]
-        for fields in (
-            flush.turn_fields,
-            flush.conversation_fields,
-            flush.tool_results,
-            flush.notification_fields,
-        ):
-            args += _pairs(fields)
-        args += [len(flush.events), *(encode_event(e) for e in flush.events)]
-        args.append(len(flush.deliveries))
-        for entry in flush.deliveries:
-            args += [len(entry), *(item for pair in entry.items() for item in pair)]
-        args += history_args(
-            flush.steps, self.max_history_size, usage=flush.usage, start_turn=flush.start_turn
+    def _args(self, flush: Flush) -> FlushArgs:
+        status = flush.conversation_status
+        return FlushArgs(
+            token=self.token,
+            turn_id=self.turn_id,
+            maxlen=self._maxlen,
+            ttl_ms=self._ttl_ms,
+            channels=self._channels,
+            turn=flush.turn_fields(),
+            conversation=flush.conversation_fields(),
+            tool_results=flush.tool_results,
+            notification=flush.notification_fields(),
+            deliveries=[_flat(entry.fields()) for entry in flush.deliveries],
+            events=[encode_event(event) for event in flush.events],
+            history=HistoryWrite.of(
+                flush.steps, self.max_history_size, usage=flush.usage, start_turn=flush.start_turn
+            ),
+            status=None if status is None else self._status_change(status),
+            status_if_closed=(
+                self._status_change(ConversationStatus.CLOSED)
+                if status is ConversationStatus.IDLE
+                else None
+            ),
         )
-        return args
 
-    def _send(self, keys: list[str], args: list[Any], flush: Flush) -> Any:
+    def _status_change(self, status: ConversationStatus) -> StatusChange:
+        event = StatusEvent(conversation_id=self.cid, turn_id=self.turn_id, status=status)
+        return StatusChange(status=status, event=encode_event(event))
+
+    def _send(self, keys: list[str], args: str, flush: Flush) -> Any:
         usage = flush.usage if flush.usage is not None and not flush.usage.is_zero() else None
-        if usage is None and not flush.global_commands and not flush.deliveries:
-            return _FLUSH(self.client, keys, args)
+        if usage is None and flush.notification is None and not flush.deliveries:
+            return _FLUSH(self.client, keys, [args])
         with self.client.pipeline(transaction=False) as pipe:
-            _FLUSH(pipe, keys, args)
+            _FLUSH(pipe, keys, [args])
             if usage is not None:
                 day_key = self._keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
                 for name in USAGE_FIELDS:
                     pipe.hincrby(day_key, f"{self.model}:{name}", getattr(usage, name))
-            for command in flush.global_commands:
-                command(pipe)
+            if flush.notification is not None:
+                for key, members in index_commands(self._keys, flush.notification):
+                    pipe.zadd(key, members)
             for entry in flush.deliveries:
                 pipe.xadd(
                     self._keys.notification_stream(),
-                    entry,  # type: ignore[arg-type]
+                    entry.fields(),  # type: ignore[arg-type]
                     maxlen=self.settings.stream_maxlen,
                     approximate=True,
                 )
             return pipe.execute()[0]
 
 
-def _pairs(fields: dict[str, Any]) -> list[Any]:
-    flat: list[Any] = [len(fields)]
-    for name, value in fields.items():
-        flat += [name, value if isinstance(value, str | int | float) else json.dumps(value)]
-    return flat
+def _flat(fields: dict[str, str]) -> list[str]:
+    return [item for pair in fields.items() for item in pair]

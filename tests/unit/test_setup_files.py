@@ -56,6 +56,18 @@ def test_the_build_backend_is_bounded_and_takes_an_spdx_license() -> None:
     assert pyproject["project"]["license"] == "Apache-2.0"
 
 
+def test_every_lua_script_ships_as_package_data() -> None:
+    """Scripts are read at import (`shared.lua.lua_source`): a wheel without them cannot start."""
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = shipped["package-data"]
+    scripts = sorted(ROOT.glob("*/lua/*.lua"))
+    assert scripts
+    for script in scripts:
+        package = script.parts[-3]
+        inside = script.relative_to(ROOT / package)
+        assert any(inside.match(p) for p in patterns.get(package, [])), script
+
+
 @pytest.mark.parametrize("target", ["run", "test", "install"])
 def test_every_make_install_uses_the_lock(tmp_path: Path, target: str) -> None:
     venv = tmp_path / "venv"

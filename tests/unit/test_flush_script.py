@@ -1,0 +1,93 @@
+"""The flush script against a real Redis: what a typed Flush writes, byte for byte."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from shared.approvals import DeliveryEntry, PassiveEvent
+from shared.events import EVENT, ConversationStatus, StatusEvent, StepEvent, TurnStatus
+from shared.keys import KeySpace
+from shared.settings import Settings
+from shared.steps import Step, StepStatus
+from worker.flush import Flush, TurnEnd
+from worker.writer import LeaseLost, Writer
+
+CID, TID = "c1", "t1"
+
+
+def writer(client: redis.Redis, keys: KeySpace, settings: Settings, token: str = "") -> Writer:
+    return Writer(
+        client, keys, settings, CID, token=token, turn_id=TID, max_history_size=0, model="m"
+    )
+
+
+def events(client: redis.Redis, keys: KeySpace) -> list[object]:
+    return [EVENT.validate_json(fields["e"]) for _, fields in client.xrange(keys.events(CID))]
+
+
+def test_steps_and_events_are_stored_as_pydantic_wrote_them(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    text = 'é ✓ 😀 "quoted" back\\slash \x00 </end> \u2028'
+    step = Step.model_response(turn_id=TID, index=0, status=StepStatus.DONE, content=text)
+    event = StepEvent(conversation_id=CID, turn_id=TID, step_index=0, step=step)
+    writer(real_redis, keys, settings).write(Flush(steps=[step], events=[event]))
+    assert real_redis.lrange(keys.steps(CID), 0, -1) == [step.model_dump_json()]
+    assert real_redis.hget(keys.history_meta(CID), "last_response") == text
+    assert events(real_redis, keys) == [event]
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_an_ending_turn_leaves_the_conversation_idle_or_closed(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings, closed: bool
+) -> None:
+    real_redis.hset(keys.conversation(CID), mapping={"closed": int(closed), "active_turn": TID})
+    flush = Flush(
+        turn_status=TurnStatus.FAILED,
+        end=TurnEnd(finished_at=12.5, error="boom"),
+        conversation_status=ConversationStatus.IDLE,
+    )
+    writer(real_redis, keys, settings).write(flush)
+    status = ConversationStatus.CLOSED if closed else ConversationStatus.IDLE
+    conversation = real_redis.hgetall(keys.conversation(CID))
+    assert conversation["status"] == status.value
+    assert conversation["active_turn"] == conversation["parked_on"] == ""
+    assert conversation["updated_at"] == "12.5"
+    assert real_redis.hgetall(keys.turn(CID, TID)) == {
+        "status": "failed",
+        "finished_at": "12.5",
+        "checkpoint": "",
+        "error": "boom",
+    }
+    assert events(real_redis, keys) == [
+        StatusEvent(conversation_id=CID, turn_id=TID, status=status)
+    ]
+
+
+def test_deliveries_go_to_both_streams_in_order(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    delivery = DeliveryEntry.passive(
+        f"{CID}.{TID}-compaction",
+        conversation_id=CID,
+        turn_id=TID,
+        event=PassiveEvent.COMPACTION,
+        title="History compacted",
+    )
+    writer(real_redis, keys, settings).write(Flush(deliveries=[delivery]))
+    for stream in (keys.conversation_notifications(CID), keys.notification_stream()):
+        ((_, fields),) = real_redis.xrange(stream)
+        assert list(fields.items()) == list(delivery.fields().items())
+
+
+def test_a_fenced_flush_writes_nothing(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    real_redis.set(keys.lease(CID), "7")
+    step = Step.to_user("late")
+    with pytest.raises(LeaseLost):
+        writer(real_redis, keys, settings, token="6").write(
+            Flush(steps=[step], turn_status=TurnStatus.RUNNING, parked_on="")
+        )
+    assert real_redis.keys(f"{keys.prefix}:*") == [keys.lease(CID)]

@@ -1,0 +1,86 @@
+"""What one flush writes, by name: the worker's write model.
+
+Every change a leg makes (steps, events, the turn's record and checkpoint, the
+conversation's fields, tool outcomes, a notification and its deliveries) is one
+`Flush`; the writer sends it to Redis in one fenced round trip. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, Field
+
+from shared.approvals import DeliveryEntry, Notification
+from shared.events import ChatResponse, ConversationStatus, EventBase, TurnStatus
+from shared.steps import Step, UsageMetadata
+from worker.checkpoint import TurnCheckpoint
+
+__all__ = ["Flush", "TurnEnd"]
+
+
+class TurnEnd(BaseModel):
+    """How a turn ended: its record keeps the response or the error, and the conversation
+    lets go of it (no active turn, no abort pending, parked on nothing)."""
+
+    finished_at: float = Field(default_factory=time.time)
+    response: ChatResponse | None = None  # a completed turn's
+    error: str | None = None  # why a failed or cancelled turn ended
+
+
+class Flush(BaseModel):
+    """What one round trip writes. Fields left at their defaults write nothing."""
+
+    steps: list[Step] = []  # finished steps, appended to history
+    usage: UsageMetadata | None = None  # added to the conversation's and the day's usage
+    start_turn: bool = False  # the first step is a turn's start
+    events: list[EventBase] = []  # emitted in order, before any status event
+    turn_status: TurnStatus | None = None
+    started_at: float | None = None  # when the turn started running
+    checkpoint: TurnCheckpoint | None = None  # where the turn stands, for the next leg
+    end: TurnEnd | None = None
+    conversation_status: ConversationStatus | None = None  # with its `status` event
+    parked_on: str | None = None  # the notification the turn waits on; "" when it goes on
+    allow_tool: str | None = None  # a tool the operator allowed for the whole conversation
+    tool_results: dict[str, str] = {}  # call id -> the recorded outcome (JSON)
+    notification: Notification | None = None  # a new pending one, filed in the inbox too
+    deliveries: list[DeliveryEntry] = []  # on the conversation's and the global stream
+
+    @property
+    def resumes(self) -> bool:
+        """The turn goes on after a park."""
+        return self.turn_status is TurnStatus.RUNNING and self.parked_on == ""
+
+    def turn_fields(self) -> dict[str, str]:
+        """The fields of the turn's hash this flush writes."""
+        fields: dict[str, str] = {}
+        if self.turn_status is not None:
+            fields["status"] = self.turn_status.value
+        if self.started_at is not None:
+            fields["started_at"] = repr(self.started_at)
+        if self.checkpoint is not None:
+            fields["checkpoint"] = self.checkpoint.model_dump_json()
+        if self.end is not None:
+            fields |= {"finished_at": repr(self.end.finished_at), "checkpoint": ""}
+            if self.end.response is not None:
+                fields["response"] = self.end.response.model_dump_json()
+            if self.end.error is not None:
+                fields["error"] = self.end.error
+        return fields
+
+    def conversation_fields(self) -> dict[str, str]:
+        """The fields of the conversation's hash this flush writes (its status aside)."""
+        fields: dict[str, str] = {}
+        if self.parked_on is not None:
+            fields["parked_on"] = self.parked_on
+        if self.allow_tool is not None:
+            fields[f"allow:{self.allow_tool}"] = "1"
+        if self.end is not None:
+            fields |= {"active_turn": "", "cancel_turn": "", "parked_on": ""}
+            fields["updated_at"] = repr(self.end.finished_at)
+        return fields
+
+    def notification_fields(self) -> dict[str, str]:
+        """The fields of the new notification's hash."""
+        note = self.notification
+        return {} if note is None else {"doc": note.model_dump_json(), "status": note.status.value}

@@ -1,0 +1,52 @@
+-- The worker's flush (worker/writer.py): one fenced round trip that writes what a turn did.
+-- Runs after shared/lua/emit.lua and shared/lua/history_write.lua, whose functions it calls.
+-- Returns {'fenced'} when another worker holds the lease (nothing is written), else
+-- {'ok', position of the first step appended, 1 if abort was asked for this turn, event ids}.
+local lease_key = KEYS[1]
+local conversation_key = KEYS[2]
+local turn_key = KEYS[3]
+local events_key = KEYS[4]
+local tool_results_key = KEYS[5]
+local notification_key = KEYS[6]  -- the turn's key again when the flush files no notification
+local deliveries_key = KEYS[7]  -- the conversation's notification delivery stream
+local history_keys = {KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]}
+-- The flush: a FlushArgs (worker/writer.py), which says what each field holds.
+local flush = cjson.decode(ARGV[1])
+
+if flush.token ~= '' and redis.call('GET', lease_key) ~= flush.token then return {'fenced'} end
+
+local function hset(key, fields)
+  local flat = {}
+  for name, value in pairs(fields) do
+    flat[#flat + 1] = name
+    flat[#flat + 1] = value
+  end
+  if #flat > 0 then redis.call('HSET', key, unpack(flat)) end
+end
+hset(turn_key, flush.turn)
+hset(conversation_key, flush.conversation)
+hset(tool_results_key, flush.tool_results)
+hset(notification_key, flush.notification)
+for _, entry in ipairs(flush.deliveries) do
+  redis.call('XADD', deliveries_key, 'MAXLEN', '~', flush.maxlen, '*', unpack(entry))
+end
+local first = history_write(history_keys, flush.history)
+local ids = {}
+for _, event in ipairs(flush.events) do
+  ids[#ids + 1] = emit(events_key, flush.maxlen, flush.ttl_ms, flush.channels, event)
+end
+-- The status change comes after the flush's own events; the conversation may have been
+-- closed while the turn ran, and then it is the other change that is written.
+local change = flush.status
+if change then
+  if flush.status_if_closed and redis.call('HGET', conversation_key, 'closed') == '1' then
+    change = flush.status_if_closed
+  end
+  redis.call('HSET', conversation_key, 'status', change.status)
+  ids[#ids + 1] = emit(events_key, flush.maxlen, flush.ttl_ms, flush.channels, change.event)
+end
+local cancel = 0
+if flush.turn_id ~= '' and redis.call('HGET', conversation_key, 'cancel_turn') == flush.turn_id then
+  cancel = 1
+end
+return {'ok', first, cancel, ids}
