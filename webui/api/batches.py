@@ -18,47 +18,25 @@ from webui.api.models import (
     BatchList,
     BatchResult,
     BatchSubmitted,
-    BatchSummary,
     InvalidItem,
     NewBatch,
 )
 from webui.api.replies import reply
 from webui.auth import Principal, current_principal, requires
 from webui.batch_input import batch_config, batch_lines
+from webui.batch_overview import batch_detail, batch_page
 from webui.errors import invalid_body
 from webui.gate import check_batch_owner, check_chosen_id, check_tool_options, is_operator
 from webui.operations import LIMIT, OFFSET, operation
 from webui.params import json_body
 from webui.services import Services, services
-from webui.unreadable import skip_unreadable
 
-__all__ = ["NDJSON", "batch_detail", "batch_page", "blueprint", "result_lines"]
+__all__ = ["NDJSON", "blueprint", "result_lines"]
 
 log = logging.getLogger(__name__)
 
 NDJSON = "application/x-ndjson"
 _LINES_PER_CHUNK = 200
-
-
-def batch_detail(svc: Services, bid: str) -> BatchDetail:
-    info = svc.batches.info(bid)
-    return BatchDetail.of(info, svc.notifications.count_pending(batch_id=bid))
-
-
-def batch_page(svc: Services, *, offset: int, limit: int) -> BatchList:
-    """A page of batches, newest first (one more id is read to know whether more follow).
-
-    A batch whose record does not parse is left out (and logged), not allowed to fail the page.
-    """
-    ids = svc.batches.ids(offset=offset, limit=limit + 1)
-    items = [
-        BatchSummary.of(info, svc.notifications.count_pending(batch_id=info.batch_id))
-        for info in svc.batches.infos(ids[:limit], on_corrupt=skip_unreadable)
-    ]
-    more = len(ids) > limit
-    return BatchList(
-        items=items, offset=offset, limit=limit, next_offset=offset + limit if more else None
-    )
 
 
 def _check_caller(svc: Services, caller: Principal, body: NewBatch) -> None:

@@ -8,25 +8,20 @@ import re
 from flask import Blueprint, Response, request
 from pydantic import BaseModel, Field
 
-from shared.config import LABEL_PATTERN, ToolPolicy
+from shared.config import LABEL_PATTERN
 from shared.errors import NotFound
 from shared.keys import ID_PATTERN
-from shared.policy import (
-    ALWAYS_ASK,
-    OperatorPolicy,
-    PolicyChange,
-    PolicyRule,
-    ToolInfo,
-)
+from shared.policy import PolicyChange, PolicyRule
 from shared.users import Role
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.errors import HttpProblem
 from webui.operations import Param, integer, operation
 from webui.params import json_body
+from webui.policy_overview import PolicyView, policy_view
 from webui.services import services
 
-__all__ = ["PolicyLog", "PolicyView", "ToolRow", "blueprint", "policy_view"]
+__all__ = ["PolicyLog", "blueprint"]
 
 log = logging.getLogger(__name__)
 
@@ -46,37 +41,8 @@ LABEL = Param(
 LOG_LIMIT = integer("limit", "Entries.", default=100, low=1, high=500)
 
 
-class ToolRow(BaseModel):
-    name: str
-    description: str
-    default_policy: ToolPolicy = Field(description="The tool's built-in default.")
-    policy: ToolPolicy = Field(description="What applies where no batch or label rule does.")
-    always_asks: bool = Field(False, description="A question for a person: no rule changes it.")
-
-
-class PolicyView(BaseModel):
-    rules: list[PolicyRule]
-    tools: list[ToolRow] = Field(description="The tools workers described, with the policy.")
-
-
 class PolicyLog(BaseModel):
     items: list[PolicyChange] = Field(description="Newest first.")
-
-
-def policy_view(rules: OperatorPolicy, catalog: dict[str, ToolInfo]) -> PolicyView:
-    rows = [
-        ToolRow(
-            name=info.name,
-            description=info.description,
-            default_policy=info.default_policy,
-            policy=ToolPolicy.ASK
-            if info.name in ALWAYS_ASK
-            else rules.base(info.name, default=info.default_policy),
-            always_asks=info.name in ALWAYS_ASK,
-        )
-        for info in catalog.values()
-    ]
-    return PolicyView(rules=list(rules.rules), tools=rows)
 
 
 @requires(Role.VIEWER)

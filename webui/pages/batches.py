@@ -10,8 +10,8 @@ from flask.typing import ResponseReturnValue
 
 from shared.errors import SignoffError
 from shared.users import Role
-from webui.api.batches import batch_detail, batch_page
 from webui.auth import requires
+from webui.batch_overview import batch_detail, batch_page
 from webui.params import int_param
 from webui.services import services
 from webui.unreadable import skip_unreadable

@@ -10,8 +10,8 @@ from shared.config import ToolPolicy
 from shared.errors import SignoffError
 from shared.policy import PolicyRule
 from shared.users import Role
-from webui.api.policy import policy_view
 from webui.auth import current_principal, requires
+from webui.policy_overview import policy_view
 from webui.services import services
 
 __all__ = ["blueprint"]
