@@ -7,12 +7,13 @@ same way. Every facet is optional; an empty value means unset.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AliasChoices, Field
 
 from shared.approvals import Notification
 from shared.notifications import NotificationStore
-from webui.params import number_value
+from webui.params import STRIPPED, NumberParam, QueryModel
 from webui.unreadable import skip_unreadable
 
 __all__ = ["AGE_CHOICES", "MAX_AGE_S", "InboxFilter"]
@@ -27,44 +28,30 @@ AGE_CHOICES: tuple[tuple[int, str], ...] = (
 _FACETS = ("tool", "batch_id", "conversation_id")
 MAX_AGE_S = 10 * 366 * 86_400  # ten years: nothing waits longer
 
-
-def _text(source: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        value = (source.get(name) or "").strip()
-        if value:
-            return value
-    return None
-
-
-def _age(source: Mapping[str, str]) -> float | None:
-    raw = (source.get("min_age_s") or "").strip()
-    if not raw:
-        return None
-    return number_value("min_age_s", raw, low=0, high=MAX_AGE_S)
+Facet = Annotated[str | None, STRIPPED]
 
 
 def _seconds(value: float) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
-@dataclass(frozen=True)
-class InboxFilter:
-    """Pending notifications of a tool, a batch, a conversation, waiting at least `min_age_s`."""
+class InboxFilter(QueryModel):
+    """Pending notifications of a tool, a batch, a conversation, waiting at least `min_age_s`.
 
-    tool: str | None = None
-    batch_id: str | None = None
-    conversation_id: str | None = None
-    min_age_s: float | None = None
+    Read with `of()` from a query string or a form; ``batch`` also means ``batch_id`` (the CLI
+    links it).
+    """
 
-    @classmethod
-    def of(cls, source: Mapping[str, str]) -> InboxFilter:
-        """From a query string or a form; ``batch`` also means ``batch_id`` (the CLI links it)."""
-        return cls(
-            tool=_text(source, "tool"),
-            batch_id=_text(source, "batch_id", "batch"),
-            conversation_id=_text(source, "conversation_id"),
-            min_age_s=_age(source),
-        )
+    tool: Facet = Field(None, description="Only calls of this tool.")
+    batch_id: Facet = Field(
+        None,
+        validation_alias=AliasChoices("batch_id", "batch"),
+        description="Only this batch's notifications (`batch` also works).",
+    )
+    conversation_id: Facet = Field(None, description="Only this conversation's notifications.")
+    min_age_s: Annotated[NumberParam | None, STRIPPED] = Field(
+        None, ge=0, le=MAX_AGE_S, description="Only those waiting this long or more."
+    )
 
     @property
     def facets(self) -> int:

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from shared.approvals import Notification
 from tests.web.conftest import AppFactory, new_conversation
 from webui.api.openapi import build_document
-from webui.params import last_event_id
+from webui.queries import EventsQuery
 from webui.services import Services
 
 REFUSED = (400, 413, 422)
@@ -322,4 +322,4 @@ def test_an_empty_last_event_id_header_is_none(
     headers = {} if header is None else {"Last-Event-ID": header}
     args = {} if query is None else {"last_event_id": query}
     with app.test_request_context(headers=headers, query_string=args):
-        assert last_event_id() == after
+        assert EventsQuery.read().after == after

@@ -125,6 +125,30 @@ def test_inbox_filter_reads_queries_and_forms() -> None:
         assert raised.value.status == 400
 
 
+def test_a_query_model_reads_what_its_document_declares() -> None:
+    from werkzeug.datastructures import MultiDict
+
+    from webui.errors import HttpProblem
+    from webui.queries import ConversationsQuery, EventsQuery, FileQuery, RuleScopeQuery
+
+    repeated = MultiDict([("limit", ""), ("offset", "5"), ("offset", "x"), ("other", "y")])
+    assert ConversationsQuery.of(repeated) == ConversationsQuery(offset=5, limit=50)
+    assert [p["name"] for p in ConversationsQuery.parameters()] == ["offset", "limit", "status"]
+    assert EventsQuery.of({"last_event_id": "0"}, headers={"Last-Event-ID": ""}).after == "0-0"
+    refusals = {
+        "query parameter 'limit' must be an integer from 1 to 200, got '0'": (
+            ConversationsQuery,
+            {"limit": "0"},
+        ),
+        "query parameter 'path' is required": (FileQuery, {"path": ""}),
+        "query parameter 'batch_id' has a bad value, got ''": (RuleScopeQuery, {"batch_id": ""}),
+    }
+    for message, (model, query) in refusals.items():
+        with pytest.raises(HttpProblem) as raised:
+            model.of(query)
+        assert (raised.value.status, raised.value.message) == (400, message)
+
+
 def test_bulk_scope_pins_the_earlier_cutoff_and_summarises() -> None:
     import time
 

@@ -27,8 +27,9 @@ from webui.batch_input import batch_config, batch_lines
 from webui.batch_overview import batch_detail, batch_page
 from webui.errors import invalid_body
 from webui.gate import check_batch_owner, check_chosen_id, check_tool_options, is_operator
-from webui.operations import LIMIT, OFFSET, operation
+from webui.operations import operation
 from webui.params import json_body
+from webui.queries import ListQuery
 from webui.services import Services, services
 
 __all__ = ["NDJSON", "blueprint", "result_lines"]
@@ -97,14 +98,10 @@ def create() -> Response:
 
 
 @requires(Role.VIEWER)
-@operation("List batches, newest first", response=BatchList, params=(OFFSET, LIMIT), errors=(400,))
+@operation("List batches, newest first", response=BatchList, query=ListQuery, errors=(400,))
 def list_() -> Response:
-    page = batch_page(
-        services(),
-        offset=OFFSET.integer(),
-        limit=LIMIT.integer(),
-    )
-    return reply(page)
+    query = ListQuery.read()
+    return reply(batch_page(services(), offset=query.offset, limit=query.limit))
 
 
 @requires(Role.VIEWER)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from flask import Blueprint, Response, url_for
 from pydantic import ValidationError
 
-from shared.events import ConversationStatus
 from shared.policy import policy_table
 from shared.users import Role
 from webui.api.models import (
@@ -21,17 +20,12 @@ from webui.auth import current_principal, requires
 from webui.errors import invalid_body
 from webui.gate import check_chosen_id, check_conversation_owner, check_tool_options, is_operator
 from webui.listing import list_conversations
-from webui.operations import LIMIT, OFFSET, Param, operation
-from webui.params import enum_param, json_body
+from webui.operations import operation
+from webui.params import json_body
+from webui.queries import ConversationsQuery
 from webui.services import Services, services
 
 __all__ = ["blueprint", "detail"]
-
-STATUS = Param(
-    "status",
-    {"type": "string", "enum": [s.value for s in ConversationStatus]},
-    "Only conversations in this status.",
-)
 
 
 def detail(svc: Services, cid: str) -> ConversationDetail:
@@ -75,15 +69,13 @@ def create() -> Response:
 @operation(
     "List conversations, newest first",
     response=ConversationList,
-    params=(OFFSET, LIMIT, STATUS),
+    query=ConversationsQuery,
     errors=(400,),
 )
 def list_() -> Response:
+    query = ConversationsQuery.read()
     page = list_conversations(
-        services().store,
-        offset=OFFSET.integer(),
-        limit=LIMIT.integer(),
-        status=enum_param("status", ConversationStatus),
+        services().store, offset=query.offset, limit=query.limit, status=query.status
     )
     return reply(
         ConversationList(

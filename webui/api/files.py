@@ -14,27 +14,18 @@ from shared.workspace import MAX_READ_BYTES, FileRead, read_file
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.gate import check_conversation_owner
-from webui.operations import Param, operation
-from webui.params import required_param
+from webui.operations import operation
+from webui.queries import FileQuery
 from webui.services import services
 
 __all__ = ["blueprint"]
-
-PATH = Param(
-    "path",
-    {"type": "string", "minLength": 1},
-    "Relative to the workspace root, with '/'; with several roots it may start with a root's "
-    "directory name.",
-    allow_empty=False,
-    required=True,
-)
 
 
 @requires(Role.SUBMITTER)
 @operation(
     "One workspace file, exactly",
     response=FileRead,
-    params=(PATH,),
+    query=FileQuery,
     errors=(400, 403, 404),
     description=(
         "The file's bytes (base64, URL-safe alphabet), its text when they are valid UTF-8, its "
@@ -50,7 +41,7 @@ def read(cid: str) -> Response:
     svc = services()
     record = svc.store.get(cid)  # 404 for an unknown conversation
     check_conversation_owner(current_principal(), record, action="read workspace files through it")
-    return reply(read_file(required_param(PATH.name), svc.settings))
+    return reply(read_file(FileQuery.read().path, svc.settings))
 
 
 def blueprint() -> Blueprint:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response
 from pydantic import BaseModel, Field, RootModel
 
 from shared.approvals import Allow, Deny, Notification, Resolution, Submit
@@ -13,24 +13,13 @@ from webui.api.models import BulkResolveBody, BulkResolveResult, DenyBody
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.bulk import BulkScope, apply
-from webui.inbox import MAX_AGE_S, InboxFilter
-from webui.operations import LIMIT, OFFSET, Param, operation
+from webui.inbox import InboxFilter
+from webui.operations import operation
 from webui.params import json_body
+from webui.queries import NotificationsQuery
 from webui.services import services
 
-__all__ = ["FILTERS", "NotificationList", "ResolutionBody", "blueprint"]
-
-_TEXT = {"type": "string"}
-FILTERS = (
-    Param("tool", _TEXT, "Only calls of this tool."),
-    Param("batch_id", _TEXT, "Only this batch's notifications (`batch` also works)."),
-    Param("conversation_id", _TEXT, "Only this conversation's notifications."),
-    Param(
-        "min_age_s",
-        {"type": "number", "minimum": 0, "maximum": MAX_AGE_S},
-        "Only those waiting this long or more.",
-    ),
-)
+__all__ = ["NotificationList", "ResolutionBody", "blueprint"]
 
 
 class NotificationList(BaseModel):
@@ -53,18 +42,17 @@ class ResolutionBody(RootModel[Annotated[Allow | DenyBody | Submit, Field(discri
 @operation(
     "Pending notifications, oldest first",
     response=NotificationList,
-    params=(*FILTERS, OFFSET, LIMIT),
+    query=NotificationsQuery,
     errors=(400,),
 )
 def pending() -> Response:
-    store, inbox = services().notifications, InboxFilter.of(request.args)
-    offset, limit = OFFSET.integer(), LIMIT.integer()
+    store, query = services().notifications, NotificationsQuery.read()
     return reply(
         NotificationList(
-            items=inbox.page(store, offset=offset, limit=limit),
-            pending_count=inbox.count(store),
-            offset=offset,
-            limit=limit,
+            items=query.page(store, offset=query.offset, limit=query.limit),
+            pending_count=query.count(store),
+            offset=query.offset,
+            limit=query.limit,
         )
     )
 

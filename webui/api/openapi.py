@@ -21,7 +21,7 @@ from webui.api import prompt_body
 from webui.api.models import ErrorResponse
 from webui.auth import required_role, requires
 from webui.converters import CONVERTERS
-from webui.operations import Operation, Param, operation, operation_of
+from webui.operations import Operation, operation, operation_of
 from webui.services import EXTENSION
 
 __all__ = ["PREFIX", "blueprint", "build_document"]
@@ -149,23 +149,10 @@ def _responses(op: Operation, refs: dict[Any, Any], role: Role | None) -> dict[s
         ok = {"description": op.summary, "content": {op.media_type: {"schema": schema}}}
     responses: dict[str, Any] = {str(op.status): ok}
     error = {"application/json": {"schema": refs[(ErrorResponse, "serialization")]}}
-    implied = {*((401, 403) if role is not None else ()), *((400,) if op.params else ())}
+    implied = {*((401, 403) if role is not None else ()), *((400,) if op.query else ())}
     for status in sorted({*op.errors, *implied}):
         responses[str(status)] = {"description": _ERRORS.get(status, "Error"), "content": error}
     return responses
-
-
-def _parameter(param: Param) -> dict[str, Any]:
-    found = {
-        "name": param.name,
-        "in": param.located,
-        "required": param.required,
-        "schema": param.schema,
-        "description": param.description,
-    }
-    if param.located == "query" and param.allow_empty:
-        found["allowEmptyValue"] = True
-    return found
 
 
 def _operation_object(
@@ -175,7 +162,7 @@ def _operation_object(
         {"name": name, "in": "path", "required": True, "schema": schema}
         for name, schema in arguments.items()
     ]
-    params += [_parameter(p) for p in op.params]
+    params += op.query.parameters() if op.query is not None else []
     body: dict[str, Any] = {"summary": op.summary, "responses": _responses(op, refs, role)}
     if op.description:
         body["description"] = op.description

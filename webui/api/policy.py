@@ -3,42 +3,24 @@
 from __future__ import annotations
 
 import logging
-import re
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response
 from pydantic import BaseModel, Field
 
-from shared.config import LABEL_PATTERN
 from shared.errors import NotFound
-from shared.keys import ID_PATTERN
 from shared.policy import PolicyChange, PolicyRule
 from shared.users import Role
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
-from webui.errors import HttpProblem
-from webui.operations import Param, integer, operation
+from webui.operations import operation
 from webui.params import json_body
 from webui.policy_overview import PolicyView, policy_view
+from webui.queries import PolicyLogQuery, RuleScopeQuery
 from webui.services import services
 
 __all__ = ["PolicyLog", "blueprint"]
 
 log = logging.getLogger(__name__)
-
-# An empty scope is refused, not read as "no scope": it would remove the global rule.
-BATCH = Param(
-    "batch_id",
-    {"type": "string", "pattern": f"^{ID_PATTERN}$"},
-    "The rule's batch, if scoped (not with `label`: no rule has both, so that is a 404).",
-    allow_empty=False,
-)
-LABEL = Param(
-    "label",
-    {"type": "string", "pattern": LABEL_PATTERN},
-    "The rule's label, if scoped.",
-    allow_empty=False,
-)
-LOG_LIMIT = integer("limit", "Entries.", default=100, low=1, high=500)
 
 
 class PolicyLog(BaseModel):
@@ -67,37 +49,30 @@ def set_rule() -> Response:
     return reply(change)
 
 
-def _optional(name: str, pattern: str) -> str | None:
-    raw = request.args.get(name)
-    if raw is None:
-        return None
-    if not re.fullmatch(pattern.strip("^$"), raw):
-        raise HttpProblem(400, "bad_request", f"query parameter {name!r} has a bad value")
-    return raw
-
-
 @requires(Role.OPERATOR)
 @operation(
     "Remove a rule (the tool falls back to a wider rule or its default)",
     response=PolicyChange,
-    params=(BATCH, LABEL),
+    query=RuleScopeQuery,
     errors=(400, 403, 404),
 )
 def remove_rule(tool: str) -> Response:
-    batch_id = _optional("batch_id", ID_PATTERN)
-    label = _optional("label", LABEL_PATTERN)
-    if batch_id is not None and label is not None:
+    scope = RuleScopeQuery.read()
+    if scope.batch_id is not None and scope.label is not None:
         raise NotFound("no rule is scoped by both a batch and a label: give batch_id or label")
     actor = current_principal().name
-    change = services().policies.remove(tool, batch_id=batch_id, label=label, actor=actor)
+    change = services().policies.remove(
+        tool, batch_id=scope.batch_id, label=scope.label, actor=actor
+    )
     log.info("%s removed tool policy %s in %s", actor, tool, change.scope)
     return reply(change)
 
 
 @requires(Role.VIEWER)
-@operation("Who changed the tool policy, when, and how", response=PolicyLog, params=(LOG_LIMIT,))
+@operation("Who changed the tool policy, when, and how", response=PolicyLog, query=PolicyLogQuery)
 def changes() -> Response:
-    return reply(PolicyLog(items=services().policies.changes(limit=LOG_LIMIT.integer())))
+    limit = PolicyLogQuery.read().limit
+    return reply(PolicyLog(items=services().policies.changes(limit=limit)))
 
 
 def blueprint() -> Blueprint:

@@ -10,17 +10,13 @@ from shared.users import Role
 from webui.api.models import UsageDayView, UsageResponse
 from webui.api.replies import reply
 from webui.auth import requires
-from webui.operations import Param, operation
-from webui.params import day_range_params
+from webui.operations import operation
+from webui.queries import UsageQuery
 from webui.services import services
 from webui.usage_report import EARLIEST_DAY, MAX_DAYS, read_usage_report
 
-__all__ = ["DEFAULT_DAYS", "blueprint"]
+__all__ = ["blueprint"]
 
-DEFAULT_DAYS = 14
-_DATE = {"type": "string", "format": "date"}
-START = Param("start", _DATE, f"First UTC day; default {DEFAULT_DAYS - 1} days before end.")
-END = Param("end", _DATE, "Last UTC day, inclusive; default today.")
 RANGE = (
     f"Any two days are a range. The answer reads the days from start to end that can hold "
     f"usage, {EARLIEST_DAY} to today, and of those the last {MAX_DAYS}; `days` lists them. "
@@ -37,12 +33,12 @@ def _iso(day: date) -> str:
     "Token usage by model and UTC day",
     description=RANGE,
     response=UsageResponse,
-    params=(START, END),
+    query=UsageQuery,
     errors=(400,),
 )
 def usage() -> Response:
     svc = services()
-    start, end = day_range_params(DEFAULT_DAYS)
+    start, end = UsageQuery.read().days()
     report = read_usage_report(svc.redis, svc.keys, start=start, end=end)
     return reply(
         UsageResponse(

@@ -7,36 +7,24 @@ from flask import Blueprint, Response
 from shared.users import Role
 from webui.auth import requires
 from webui.live.streams import conversation_stream, global_stream, sse_response
-from webui.operations import Param, operation
-from webui.params import last_event_id
+from webui.operations import operation
+from webui.queries import EventsQuery
 from webui.services import services
-from webui.stream_ids import STREAM_ID, STREAM_ID_PATTERN
 
 __all__ = ["blueprint"]
-
-_ID = {"type": "string", "pattern": STREAM_ID_PATTERN}
-LAST_EVENT_ID_HEADER = Param(
-    "Last-Event-ID",
-    {"type": "string", "pattern": f"^(?:{STREAM_ID})?$"},
-    "Replay the events after this one, then follow (empty, as EventSource's reset id: none).",
-    located="header",
-)
-LAST_EVENT_ID_QUERY = Param(
-    "last_event_id", _ID, "Like the Last-Event-ID header, which wins when both are sent."
-)
 
 
 @requires(Role.VIEWER)
 @operation(
     "Follow a conversation's events; the gap after Last-Event-ID is replayed first",
     stream=True,
-    params=(LAST_EVENT_ID_HEADER, LAST_EVENT_ID_QUERY),
+    query=EventsQuery,
     errors=(400, 404, 503),
 )
 def conversation_events(cid: str) -> Response:
     svc = services()
     svc.store.get(cid)
-    after = last_event_id()
+    after = EventsQuery.read().after
     sub = svc.broadcaster.subscribe(cid)
     body = conversation_stream(
         svc.events,

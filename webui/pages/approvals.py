@@ -11,8 +11,8 @@ from shared.approvals import Notification, ResolutionKind
 from shared.errors import InvalidInput, NotFound, SignoffError
 from shared.users import Role
 from webui.auth import current_principal, requires
-from webui.inbox import AGE_CHOICES, InboxFilter
-from webui.params import int_param
+from webui.inbox import AGE_CHOICES
+from webui.queries import InboxPageQuery
 from webui.schema_form import form_fields, read_fields, read_json_field
 from webui.services import services
 
@@ -24,16 +24,15 @@ CONTEXT_STEPS = 12
 
 @requires(Role.VIEWER)
 def inbox() -> ResponseReturnValue:
-    store, inbox = services().notifications, InboxFilter.of(request.args)
-    offset = int_param("offset", 0, low=0, high=10**9)
+    store, query = services().notifications, InboxPageQuery.read()
     return render_template(
         "approvals.html",
-        notes=inbox.page(store, offset=offset, limit=PAGE_SIZE),
-        count=inbox.count(store),
-        filters=inbox,
+        notes=query.page(store, offset=query.offset, limit=PAGE_SIZE),
+        count=query.count(store),
+        filters=query,
         ages=AGE_CHOICES,
         can_resolve=current_principal().role.allows(Role.OPERATOR),
-        offset=offset,
+        offset=query.offset,
         page_size=PAGE_SIZE,
     )
 

@@ -8,7 +8,7 @@ from flask.typing import ResponseReturnValue
 from shared.users import Role
 from webui.audit import read_audit
 from webui.auth import requires
-from webui.params import stream_id_param
+from webui.queries import AuditPageQuery
 from webui.services import services
 
 __all__ = ["blueprint"]
@@ -18,7 +18,7 @@ PAGE_SIZE = 50
 
 @requires(Role.VIEWER)
 def index() -> ResponseReturnValue:
-    before = stream_id_param("before")
+    before = AuditPageQuery.read().before
     page = read_audit(services().notifications, before=before, limit=PAGE_SIZE)
     return render_template("audit.html", page=page, before=before)
 

@@ -12,7 +12,7 @@ from shared.errors import SignoffError
 from shared.users import Role
 from webui.auth import requires
 from webui.batch_overview import batch_detail, batch_page
-from webui.params import int_param
+from webui.queries import OffsetQuery
 from webui.services import services
 from webui.unreadable import skip_unreadable
 
@@ -25,7 +25,7 @@ APPROVALS_SHOWN = 5
 
 @requires(Role.VIEWER)
 def index() -> ResponseReturnValue:
-    page = batch_page(services(), offset=int_param("offset", 0, low=0, high=10**9), limit=PAGE_SIZE)
+    page = batch_page(services(), offset=OffsetQuery.read().offset, limit=PAGE_SIZE)
     return render_template("batches.html", page=page)
 
 
@@ -42,7 +42,7 @@ def _results(bid: str, offset: int) -> tuple[list[dict[str, Any]], bool]:
 def view(bid: str) -> ResponseReturnValue:
     svc = services()
     batch = batch_detail(svc, bid)
-    offset = int_param("offset", 0, low=0, high=10**9)
+    offset = OffsetQuery.read().offset
     results, more = _results(bid, offset)
     return render_template(
         "batch.html",

@@ -66,7 +66,7 @@ def _confirmation(
 @requires(Role.OPERATOR)
 def preview() -> ResponseReturnValue:
     """How many notifications the filter matches now, and the form that confirms that count."""
-    scope = BulkScope.pin(InboxFilter.of(request.args))
+    scope = BulkScope.pin(InboxFilter.read())
     kind = _kind(request.args.get("decision"))
     return _confirmation(scope, kind, scope.count(services().notifications))
 
@@ -85,7 +85,8 @@ def confirm() -> ResponseReturnValue:
     form = request.form
     kind = _kind(form.get("decision"))
     scope = BulkScope.pin(
-        InboxFilter.of(form), created_before=_number(form, "created_before", float)
+        InboxFilter.of(form, where="form field"),
+        created_before=_number(form, "created_before", float),
     )
     expected = _number(form, "expected_count", int)
     reason = form.get("reason", "")

@@ -15,7 +15,7 @@ from shared.users import Role
 from webui.auth import current_principal, requires
 from webui.gate import check_conversation_owner
 from webui.listing import list_conversations
-from webui.params import enum_param, int_param
+from webui.queries import ConversationsPageQuery, HistoryPageQuery
 from webui.services import services
 
 __all__ = ["blueprint"]
@@ -31,15 +31,12 @@ def home() -> ResponseReturnValue:
 
 @requires(Role.VIEWER)
 def index() -> ResponseReturnValue:
-    status = enum_param("status", ConversationStatus)
+    query = ConversationsPageQuery.read()
     page = list_conversations(
-        services().store,
-        offset=int_param("offset", 0, low=0, high=10**9),
-        limit=PAGE_SIZE,
-        status=status,
+        services().store, offset=query.offset, limit=PAGE_SIZE, status=query.status
     )
     return render_template(
-        "conversations.html", page=page, status=status, statuses=list(ConversationStatus)
+        "conversations.html", page=page, status=query.status, statuses=list(ConversationStatus)
     )
 
 
@@ -50,10 +47,7 @@ def view(cid: str) -> ResponseReturnValue:
     # The last event id is read before the history: the page's stream replays from it,
     # so nothing written in between is missed (steps seen twice are skipped by index).
     last_event_id = svc.events.last_id(cid)
-    offset = request.args.get("offset")
-    page = svc.history(cid).page(
-        None if offset is None else int_param("offset", 0, low=0, high=10**9), HISTORY_PAGE
-    )
+    page = svc.history(cid).page(HistoryPageQuery.read().offset, HISTORY_PAGE)
     policies = svc.policies
     return render_template(
         "conversation.html",

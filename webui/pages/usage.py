@@ -8,19 +8,17 @@ from flask.typing import ResponseReturnValue
 from shared.users import Role
 from webui.auth import requires
 from webui.chart import usage_chart
-from webui.params import day_range_params
+from webui.queries import UsageQuery
 from webui.services import services
 from webui.usage_report import read_usage_report
 
 __all__ = ["blueprint"]
 
-DEFAULT_DAYS = 14
-
 
 @requires(Role.VIEWER)
 def index() -> ResponseReturnValue:
     svc = services()
-    start, end = day_range_params(DEFAULT_DAYS)
+    start, end = UsageQuery.read().days()
     report = read_usage_report(svc.redis, svc.keys, start=start, end=end)
     return render_template("usage.html", report=report, chart=usage_chart(report))
 

@@ -1,0 +1,187 @@
+"""The query parameters of each operation and page, each declared once (`webui.params` reads them).
+
+A page reads the same model as the API where it takes the same parameters; a page's size is
+its own, so a page reads the model without ``limit``, and the API's adds it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated
+
+from pydantic import Field
+
+from shared.config import LABEL_PATTERN
+from shared.events import ConversationStatus
+from shared.keys import ID_PATTERN
+from webui.inbox import InboxFilter
+from webui.params import (
+    AN_ID,
+    EMPTY_IS_A_VALUE,
+    HEADER,
+    ChoiceParam,
+    DayParam,
+    IntegerParam,
+    QueryModel,
+    StreamIdParam,
+)
+from webui.stream_ids import STREAM_ID
+
+__all__ = [
+    "DEFAULT_DAYS",
+    "MAX_OFFSET",
+    "AuditPageQuery",
+    "AuditQuery",
+    "ConversationsPageQuery",
+    "ConversationsQuery",
+    "EventsQuery",
+    "FileQuery",
+    "HistoryPageQuery",
+    "HistoryQuery",
+    "InboxPageQuery",
+    "ListQuery",
+    "NotificationsQuery",
+    "OffsetQuery",
+    "PolicyLogQuery",
+    "RuleScopeQuery",
+    "UsageQuery",
+]
+
+MAX_OFFSET = 10**9
+DEFAULT_DAYS = 14  # of a usage report without a start
+
+Offset = Annotated[IntegerParam, Field(ge=0, le=MAX_OFFSET, description="Items to skip.")]
+
+
+class OffsetQuery(QueryModel):
+    """The batches page, and the page of a batch's results."""
+
+    offset: Offset = 0
+
+
+class ListQuery(OffsetQuery):
+    """GET /batches; with its filters, GET /conversations and GET /notifications."""
+
+    limit: IntegerParam = Field(50, ge=1, le=200, description="Page size.")
+
+
+class ConversationsPageQuery(OffsetQuery):
+    """The conversations page."""
+
+    status: ChoiceParam[ConversationStatus] | None = Field(
+        None, description="Only conversations in this status."
+    )
+
+
+class ConversationsQuery(ConversationsPageQuery, ListQuery):
+    """GET /conversations."""
+
+
+class HistoryQuery(OffsetQuery):
+    """GET /conversations/<id>/history."""
+
+    limit: IntegerParam = Field(100, ge=1, le=1000, description="Page size.")
+
+
+class HistoryPageQuery(QueryModel):
+    """The page of one conversation: its steps from ``offset``, else the latest ones."""
+
+    offset: Offset | None = None
+
+
+class InboxPageQuery(InboxFilter, OffsetQuery):
+    """The approvals inbox page."""
+
+
+class NotificationsQuery(InboxPageQuery, ListQuery):
+    """GET /notifications."""
+
+
+class AuditPageQuery(QueryModel):
+    """The audit page."""
+
+    before: StreamIdParam | None = Field(
+        None, description="Only entries older than this id (`next_before` of the previous page)."
+    )
+
+
+class AuditQuery(AuditPageQuery):
+    """GET /audit."""
+
+    limit: IntegerParam = Field(100, ge=1, le=500, description="Page size.")
+
+
+class PolicyLogQuery(QueryModel):
+    """GET /policy/log."""
+
+    limit: IntegerParam = Field(100, ge=1, le=500, description="Entries.")
+
+
+class RuleScopeQuery(QueryModel):
+    """DELETE /policy/rules/<tool>: an empty scope is refused, not read as none (that would
+    remove the global rule).
+    """
+
+    batch_id: Annotated[str | None, EMPTY_IS_A_VALUE] = Field(
+        None,
+        pattern=f"^{ID_PATTERN}$",
+        description="The rule's batch, if scoped (not with `label`: no rule has both, so that "
+        "is a 404).",
+    )
+    label: Annotated[str | None, EMPTY_IS_A_VALUE] = Field(
+        None, pattern=LABEL_PATTERN, description="The rule's label, if scoped."
+    )
+
+
+class FileQuery(QueryModel):
+    """GET /conversations/<id>/files."""
+
+    path: str = Field(
+        min_length=1,
+        description="Relative to the workspace root, with '/'; with several roots it may start "
+        "with a root's directory name.",
+    )
+
+
+class UsageQuery(QueryModel):
+    """GET /usage and the usage page: any two UTC days, inclusive."""
+
+    start: DayParam | None = Field(
+        None, description=f"First UTC day; default {DEFAULT_DAYS - 1} days before end."
+    )
+    end: DayParam | None = Field(None, description="Last UTC day, inclusive; default today.")
+
+    def days(self) -> tuple[date, date]:
+        """Start and end; by default the `DEFAULT_DAYS` days up to today.
+
+        Any two days are a range; `webui.usage_report.covered_days` says which of its days
+        a report reads.
+        """
+        end = self.end or datetime.now(UTC).date()
+        if self.start is not None:
+            return self.start, end
+        before = DEFAULT_DAYS - 1
+        return (end - timedelta(days=before) if end.toordinal() > before else date.min), end
+
+
+class EventsQuery(QueryModel):
+    """GET /conversations/<id>/events: where a reconnecting client's replay starts."""
+
+    last_event_id_header: Annotated[str | None, HEADER, AN_ID] = Field(
+        None,
+        alias="Last-Event-ID",
+        pattern=f"^(?:{STREAM_ID})?$",
+        description="Replay the events after this one, then follow (empty, as EventSource's "
+        "reset id: none).",
+    )
+    last_event_id: StreamIdParam | None = Field(
+        None, description="Like the Last-Event-ID header, which wins when both are sent."
+    )
+
+    @property
+    def after(self) -> str | None:
+        """The header (EventSource reconnects), else the query; none if empty; ``0`` is ``0-0``."""
+        raw = self.last_event_id_header or self.last_event_id
+        if not raw:
+            return None
+        return "0-0" if raw == "0" else raw
