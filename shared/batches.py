@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 from shared.batch_scripts import CREATE, REGISTER, TRANSITION
 from shared.config import ConversationConfig, PromptOptions
 from shared.content import Content
-from shared.conversations import ConversationStore, OnCorrupt, new_id
+from shared.conversations import ConversationStore, OnCorrupt, allow_field, new_id
 from shared.errors import Conflict, CorruptRecord, NotFound, SignoffError
 from shared.keys import KeySpace, check_id
 from shared.redis_client import storage_errors
@@ -222,6 +222,16 @@ class BatchStore:
             return BatchConfig.model_validate_json(str(raw))
         except ValidationError as exc:
             raise CorruptRecord(f"config of {self.keys.batch(bid)} does not parse") from exc
+
+    def tool_allowed(self, bid: str, tool: str) -> bool:
+        """Whether an operator allowed `tool` for the rest of the batch."""
+        with storage_errors(f"reading batch {bid}"):
+            return self.client.hget(self.keys.batch(bid), allow_field(tool)) == "1"
+
+    def allow_tool(self, bid: str, tool: str) -> None:
+        """Allows `tool` for the rest of the batch: its calls in every item run unasked."""
+        with storage_errors(f"updating batch {bid}"):
+            self.client.hset(self.keys.batch(bid), allow_field(tool), "1")
 
     # Submitting
 

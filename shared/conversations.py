@@ -33,6 +33,7 @@ __all__ = [
     "OnCorrupt",
     "Submission",
     "TurnRecord",
+    "allow_field",
     "new_id",
 ]
 
@@ -114,6 +115,13 @@ return {'ok', active, cancelled}
 # A field of the conversation's hash: '1' while no worker may start its turns (a batch
 # item not yet dispatched); the claim script refuses a held conversation.
 HELD_FIELD = "held"
+
+
+def allow_field(tool: str) -> str:
+    """A field of a conversation's (or a batch's) hash: '1' once an operator allowed `tool`
+    for the rest of it (a sticky allow)."""
+    return f"allow:{tool}"
+
 
 # KEYS: conv   ARGV: config json, now, double-text policy, owner, held ('1' or '')
 # -> 1 created, 0 id taken

@@ -22,6 +22,7 @@ from shared.approvals import (
     NotificationStatus,
     Resolution,
 )
+from shared.errors import CorruptRecord, InvalidInput, NotFound
 from shared.notifications import NotificationStore
 from shared.redis_client import storage_errors
 
@@ -93,10 +94,16 @@ class NotificationReceiver:
         self._current = None
 
     def _settled(self, delivery: Delivery) -> bool:
+        """Whether nothing waits on the delivered interaction any more.
+
+        One without a readable record (gone, corrupt, or an id that names none) waits for
+        nothing either; a Redis failure is a StorageError, and acknowledges nothing.
+        """
         try:
-            return self.store.get(delivery.notification_id).status is not NotificationStatus.PENDING
-        except Exception:
+            note = self.store.get(delivery.notification_id)
+        except (NotFound, CorruptRecord, InvalidInput):
             return True
+        return note.status is not NotificationStatus.PENDING
 
     def _reclaim(self) -> Delivery | None:
         with storage_errors(f"reclaiming deliveries on {self.stream}"):

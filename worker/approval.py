@@ -24,8 +24,6 @@ from shared.approvals import (
     Submit,
 )
 from shared.events import ConversationStatus, NotificationEvent, TurnStatus
-from shared.inbox_index import InboxIndex
-from shared.notifications import NotificationStore
 from shared.steps import ToolCall
 from worker.flush import Flush
 from worker.leg import Leg
@@ -50,7 +48,7 @@ def decision_for(leg: Leg, call: ToolCall) -> Decision | None:
     nid = leg.checkpoint.approvals.get(call.id or call.name)
     if nid is None:
         return None
-    note = NotificationStore(leg.client, leg.keys, leg.settings).get(nid)
+    note = leg.notifications.get(nid)
     if note.status is NotificationStatus.CANCELLED or note.resolution is None:
         return Decision(
             outcome=ToolOutcome(ok=False, error=f"{call.name} was cancelled"), denied=True
@@ -100,7 +98,7 @@ def park(leg: Leg, registry: ToolRegistry, call: ToolCall) -> None:
     )
     # Only now are the indexes and the global delivery (and the batch's count, written after
     # the flush) known to be in Redis; without this mark the reconciler checks them again.
-    InboxIndex(leg.client, leg.keys).mark_indexed([note.id])
+    leg.notifications.index.mark_indexed([note.id])
 
 
 def _notification(leg: Leg, registry: ToolRegistry, call: ToolCall) -> Notification:

@@ -12,9 +12,12 @@ import time
 from pydantic import BaseModel, Field
 
 from shared.approvals import DeliveryEntry, Notification
+from shared.conversations import allow_field
 from shared.events import ChatResponse, ConversationStatus, EventBase, TurnStatus
 from shared.steps import Step, UsageMetadata
 from worker.checkpoint import TurnCheckpoint
+from worker.tool_ledger import outcome_record
+from worker.tools import ToolOutcome
 
 __all__ = ["Flush", "TurnEnd"]
 
@@ -42,7 +45,7 @@ class Flush(BaseModel):
     conversation_status: ConversationStatus | None = None  # with its `status` event
     parked_on: str | None = None  # the notification the turn waits on; "" when it goes on
     allow_tool: str | None = None  # a tool the operator allowed for the whole conversation
-    tool_results: dict[str, str] = {}  # call id -> the recorded outcome (JSON)
+    tool_results: dict[str, ToolOutcome] = {}  # recorded by call id (`ToolLedger`)
     notification: Notification | None = None  # a new pending one, filed in the inbox too
     deliveries: list[DeliveryEntry] = []  # on the conversation's and the global stream
 
@@ -74,11 +77,15 @@ class Flush(BaseModel):
         if self.parked_on is not None:
             fields["parked_on"] = self.parked_on
         if self.allow_tool is not None:
-            fields[f"allow:{self.allow_tool}"] = "1"
+            fields[allow_field(self.allow_tool)] = "1"
         if self.end is not None:
             fields |= {"active_turn": "", "cancel_turn": "", "parked_on": ""}
             fields["updated_at"] = repr(self.end.finished_at)
         return fields
+
+    def tool_result_fields(self) -> dict[str, str]:
+        """The fields of the conversation's tool results hash."""
+        return {call_id: outcome_record(o) for call_id, o in self.tool_results.items()}
 
     def notification_fields(self) -> dict[str, str]:
         """The fields of the new notification's hash."""

@@ -1,21 +1,25 @@
-"""What one leg of a turn works with: the conversation, its writer, its clock."""
+"""What one leg of a turn works with: the conversation, its writer, its stores, its clock.
+
+A leg reaches Redis only through these: the writer for the turn's flushes, and the
+stores (history, tool calls, notifications, batches, policy) for the rest.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-import redis
-
+from shared.batches import BatchStore
 from shared.config import ConversationConfig
 from shared.conversations import TurnRecord
 from shared.history import HistoryStore
-from shared.keys import KeySpace
+from shared.notifications import NotificationStore
 from shared.policy import OperatorPolicy, PolicyStore
 from shared.settings import Settings
 from shared.steps import Step
 from worker.checkpoint import TurnCheckpoint
 from worker.lease import Lease
+from worker.tool_ledger import ToolLedger
 from worker.writer import Writer
 
 __all__ = ["Leg"]
@@ -25,14 +29,16 @@ __all__ = ["Leg"]
 class Leg:
     """One turn's leg on one worker: state in, flushes out."""
 
-    client: redis.Redis
-    keys: KeySpace
     settings: Settings
     config: ConversationConfig
     turn: TurnRecord
     lease: Lease
     writer: Writer
     history: HistoryStore
+    tool_calls: ToolLedger
+    notifications: NotificationStore
+    batches: BatchStore
+    policies: PolicyStore
     checkpoint: TurnCheckpoint
     started: float = field(default_factory=time.monotonic)
     cancelled_at_start: bool = False
@@ -68,7 +74,7 @@ class Leg:
     def operator_policy(self) -> OperatorPolicy:
         """The operator's tool rules: read on first use in this leg, then reused."""
         if self._operator_policy is None:
-            self._operator_policy = PolicyStore(self.client, self.keys).load()
+            self._operator_policy = self.policies.load()
         return self._operator_policy
 
     def cancel_requested(self) -> bool:

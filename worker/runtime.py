@@ -34,6 +34,7 @@ from worker.lease import Lease
 from worker.leg import Leg
 from worker.providers.registry import ProviderFactory
 from worker.sweeper import Sweeper, Swept
+from worker.tool_ledger import ToolLedger
 from worker.tools import ToolRegistry, default_registry
 from worker.turn import LegOutcome, TurnMachine
 from worker.writer import LeaseLost, Writer
@@ -99,6 +100,7 @@ class Runtime:
         self.providers = providers or ProviderFactory(settings)
         self.conversations = ConversationStore(client, self.keys, settings)
         self.notifications = NotificationStore(client, self.keys, settings)
+        self.policies = PolicyStore(client, self.keys)
         self.limiter = RateLimiter(client, self.keys, settings.rate_limits)
         self.batches = BatchStore(client, self.keys, settings, _Advancer(send_advance))
         self.sweeper = Sweeper(
@@ -113,7 +115,7 @@ class Runtime:
             ToolInfo(name=t.name, description=t.description, default_policy=t.policy) for t in tools
         ]
         try:
-            PolicyStore(self.client, self.keys).publish_catalog(infos)
+            self.policies.publish_catalog(infos)
         except SignoffError as exc:
             log.warning("could not publish the tool catalog (retried at the next start): %s", exc)
 
@@ -193,14 +195,16 @@ class Runtime:
         )
         writer.next_position = int(appended)
         leg = Leg(
-            client=self.client,
-            keys=self.keys,
             settings=self.settings,
             config=config,
             turn=turn,
             lease=lease,
             writer=writer,
             history=HistoryStore(self.client, self.keys, cid, max_history_size=limit),
+            tool_calls=ToolLedger(self.client, self.keys, cid),
+            notifications=self.notifications,
+            batches=self.batches,
+            policies=self.policies,
             checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, str(tid)),
             cancelled_at_start=cancelled,
             flags=flags,

@@ -1,9 +1,9 @@
 """Running the tool calls of a model response, each exactly once.
 
-Before a tool runs, its call id is marked started; its outcome is recorded under
-the call id before the result step is written. A redelivered leg reuses a
-recorded outcome, and a call marked started without an outcome (the worker died
-while it ran) is reported to the model instead of being run a second time.
+Before a tool runs, its call id is claimed in the conversation's `ToolLedger`; its
+outcome is recorded under the call id by the flush that writes the result step. A
+redelivered leg reuses a recorded outcome, and a call claimed without an outcome (the
+worker died while it ran) is reported to the model instead of being run a second time.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from shared.config import ToolPolicy
+from shared.conversations import allow_field
 from shared.events import ConversationStatus, StepEvent, TurnStatus
 from shared.policy import effective_policy
 from shared.steps import Step, StepStatus, ToolCall
@@ -25,8 +26,6 @@ from worker.tools import ToolContext, ToolOutcome, ToolRegistry
 from worker.tools.ask_operator import ASK_OPERATOR, question_problem
 
 __all__ = ["ToolPhase", "policy_for", "run_pending_tools"]
-
-_STARTED = json.dumps({"state": "started"})
 
 
 class ToolPhase(str, Enum):
@@ -57,7 +56,7 @@ def policy_for(
     policy = decide()
     if policy is ToolPolicy.AUTO:
         return policy  # a sticky allow changes nothing: no need to read the batch's
-    sticky = leg.flags.get(f"allow:{name}") == "1" or (for_call and _allowed_for_batch(leg, name))
+    sticky = leg.flags.get(allow_field(name)) == "1" or (for_call and _allowed_for_batch(leg, name))
     return decide(sticky_allow=True) if sticky else policy
 
 
@@ -66,7 +65,7 @@ def _allowed_for_batch(leg: Leg, name: str) -> bool:
     batch_id = leg.config.batch_id
     if not batch_id:
         return False
-    return leg.client.hget(leg.keys.batch(batch_id), f"allow:{name}") == "1"
+    return leg.batches.tool_allowed(batch_id, name)
 
 
 def run_pending_tools(leg: Leg, registry: ToolRegistry) -> ToolPhase:
@@ -104,9 +103,9 @@ def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: D
     allow_tool = None
     if decision.sticky == "conversation":
         allow_tool = call.name
-        leg.flags[f"allow:{call.name}"] = "1"
+        leg.flags[allow_field(call.name)] = "1"
     elif decision.sticky == "batch" and leg.config.batch_id:
-        leg.client.hset(leg.keys.batch(leg.config.batch_id), f"allow:{call.name}", "1")
+        leg.batches.allow_tool(leg.config.batch_id, call.name)
     _write_result(
         leg,
         decision.run_with or call,
@@ -114,24 +113,6 @@ def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: D
         denied=decision.denied,
         resumed=True,
         allow_tool=allow_tool,
-    )
-
-
-def _recorded(leg: Leg, call: ToolCall) -> ToolOutcome:
-    """The outcome recorded under a call id that was already claimed by an earlier leg."""
-    raw = leg.client.hget(leg.keys.tool_results(leg.cid), call.id)
-    record = json.loads(raw) if raw else {"state": "started"}
-    if record.get("state") == "started":
-        return ToolOutcome(
-            ok=False,
-            result=None,
-            error=(
-                f"the worker stopped while {call.name} was running; it was not run again and "
-                "its effect is unknown"
-            ),
-        )
-    return ToolOutcome(
-        ok=bool(record["ok"]), result=record.get("result"), error=str(record.get("error", ""))
     )
 
 
@@ -166,22 +147,15 @@ def _enabled(leg: Leg, registry: ToolRegistry) -> list[str]:
 
 
 def _run_once(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOutcome:
-    """Claims the call id (HSETNX), then runs the tool; a claimed id is never run again."""
-    if call.id and not leg.client.hsetnx(leg.keys.tool_results(leg.cid), call.id, _STARTED):
-        return _recorded(leg, call)
+    """Claims the call id, then runs the tool; a claimed id is never run again."""
+    if call.id and not leg.tool_calls.claim(call.id):
+        return leg.tool_calls.recorded(call)
     context = ToolContext(
         settings=leg.settings, conversation_id=leg.cid, turn_id=leg.turn_id, call_id=call.id
     )
     outcome = registry.execute(call, context)
     leg.checkpoint.tool_calls += 1
     return outcome
-
-
-def _record(outcome: ToolOutcome) -> str:
-    return json.dumps(
-        {"state": "done", "ok": outcome.ok, "result": outcome.result, "error": outcome.error},
-        default=str,
-    )
 
 
 def result_text(outcome: ToolOutcome, *, denied: bool = False) -> str:
@@ -223,7 +197,7 @@ def _write_result(
     event = StepEvent(
         conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
     )
-    recorded = {call.id: _record(outcome)} if call.id else {}
+    recorded = {call.id: outcome} if call.id else {}
     leg.writer.write(
         Flush(
             steps=[step],

@@ -152,7 +152,7 @@ class Writer:
             channels=self._channels,
             turn=flush.turn_fields(),
             conversation=flush.conversation_fields(),
-            tool_results=flush.tool_results,
+            tool_results=flush.tool_result_fields(),
             notification=flush.notification_fields(),
             deliveries=[_flat(entry.fields()) for entry in flush.deliveries],
             events=[encode_event(event) for event in flush.events],

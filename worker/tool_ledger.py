@@ -1,0 +1,67 @@
+"""The outcomes of a conversation's tool calls, by call id: each call runs at most once.
+
+Before a tool runs, its call id is claimed (`HSETNX`, state `started`); its outcome
+is recorded under the id by the flush that writes its result step
+(`Flush.tool_results`). A claimed id is never run again: a redelivered leg reuses the
+recorded outcome, and a call claimed without one (the worker died while it ran) is
+reported to the model instead.
+"""
+
+from __future__ import annotations
+
+import json
+
+import redis
+
+from shared.errors import CorruptRecord
+from shared.keys import KeySpace
+from shared.redis_client import storage_errors
+from shared.steps import ToolCall
+from worker.tools import ToolOutcome
+
+__all__ = ["ToolLedger", "outcome_record"]
+
+_STARTED = json.dumps({"state": "started"})
+
+
+def outcome_record(outcome: ToolOutcome) -> str:
+    """An outcome as it is recorded under its call id."""
+    return json.dumps(
+        {"state": "done", "ok": outcome.ok, "result": outcome.result, "error": outcome.error},
+        default=str,
+    )
+
+
+class ToolLedger:
+    """The tool results hash of one conversation."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace, cid: str) -> None:
+        self.client = client
+        self.cid = cid
+        self._key = keys.tool_results(cid)
+
+    def claim(self, call_id: str) -> bool:
+        """Marks the call started; False when an earlier leg claimed it already."""
+        with storage_errors(f"claiming tool call {call_id} of conversation {self.cid}"):
+            return bool(self.client.hsetnx(self._key, call_id, _STARTED))
+
+    def recorded(self, call: ToolCall) -> ToolOutcome:
+        """The outcome recorded under a claimed call id, or why there is none."""
+        with storage_errors(f"reading tool call {call.id} of conversation {self.cid}"):
+            raw = self.client.hget(self._key, call.id)
+        try:
+            record = json.loads(str(raw)) if raw else {"state": "started"}
+        except ValueError as exc:
+            raise CorruptRecord(f"tool call {call.id} in {self._key} is not JSON") from exc
+        if record.get("state") == "started":
+            return ToolOutcome(
+                ok=False,
+                result=None,
+                error=(
+                    f"the worker stopped while {call.name} was running; it was not run again "
+                    "and its effect is unknown"
+                ),
+            )
+        return ToolOutcome(
+            ok=bool(record["ok"]), result=record.get("result"), error=str(record.get("error", ""))
+        )
