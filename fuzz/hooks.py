@@ -1,7 +1,7 @@
 """Schemathesis hooks for `python -m fuzz.api` (loaded by schemathesis, in `.venv-fuzz`).
 
 `response_schema` is a JSON Schema: the document declares it an object and names
-Signoff's bounds in words (`webui.api.models.RESPONSE_SCHEMA`), because no JSON
+Signoff's bounds in words (`shared.config.RESPONSE_SCHEMA`), because no JSON
 Schema can say which objects are JSON Schemas within them (patterns in re2 syntax,
 `$ref` that resolve). So a generated object there is a schema-valid value the server
 rightly refuses; in the cases that must be accepted, it becomes one of these schemas.
@@ -28,8 +28,8 @@ SCHEMAS: list[dict[str, Any]] = [
 
 
 def _options(path: str, body: dict[str, Any]) -> dict[str, Any] | None:
-    """Where the conversation options of a body sit, if they can hold a response schema."""
-    if path == "/api/v1/conversations":
+    """Where the options of a body sit, if they can hold a response schema."""
+    if path == "/api/v1/conversations" or path == "/api/v1/conversations/{cid}/prompts":
         return body
     config = body.get("config") if path == "/api/v1/batches" else None
     conversation = config.get("conversation") if isinstance(config, dict) else None
