@@ -22,17 +22,15 @@ from shared.approvals import Notification, Resolution
 from shared.chunks import StreamChunk
 from shared.config import ConversationConfig, ConversationOptions
 from shared.content import Content, ContentPart
-from shared.conversations import ConversationRecord, ConversationStore, Submission
+from shared.conversations import ConversationRecord, Submission
 from shared.errors import Conflict, NotFound
-from shared.event_log import EventLog
 from shared.events import ChatResponse, ConversationStatus, EventBase
 from shared.history import HistorySnapshot, HistoryStore
-from shared.keys import KeySpace
 from shared.notification_stream import NotificationReceiver
-from shared.notifications import NotificationStore
 from shared.redis_client import CLIENT_POOL, connect
 from shared.settings import Settings, load_settings
 from shared.steps import Step, UsageMetadata
+from shared.stores import Stores
 from shared.stream_drivers import drive
 from shared.tasks import TaskSender
 from shared.turn_stream import IdleWaiter, TurnFollower
@@ -58,11 +56,12 @@ class Client:
     ) -> None:
         self.settings = settings or load_settings()
         self.redis = redis_client or connect(self.settings, pool=CLIENT_POOL)
-        self.keys = KeySpace(self.settings.key_prefix)
-        self.store = ConversationStore(self.redis, self.keys, self.settings)
-        self.events = EventLog(self.redis, self.keys)
         self.tasks = TaskSender(self.settings)
-        self.notifications = NotificationStore(self.redis, self.keys, self.settings, self.tasks)
+        self.stores = Stores.build(self.redis, self.settings, self.tasks)
+        self.keys = self.stores.keys
+        self.store = self.stores.conversations
+        self.events = self.stores.events
+        self.notifications = self.stores.notifications
 
     def new_conversation(
         self,
@@ -253,7 +252,7 @@ class Conversation:
 
     def _history(self) -> HistoryStore:
         """The store for reading and clearing; its bound only matters to writers (the worker)."""
-        return HistoryStore(self.client.redis, self.client.keys, self.conversation_id)
+        return self.client.stores.history(self.conversation_id)
 
     def snapshot(self) -> HistorySnapshot:
         return self._history().snapshot()

@@ -28,6 +28,7 @@ from shared.notifications import NotificationStore
 from shared.policy import PolicyStore
 from shared.redis_client import PoolBound, connect
 from shared.settings import Settings
+from shared.stores import Stores
 from shared.users import LoginThrottle, TokenStore, UserStore
 from webui.live import Broadcaster
 
@@ -46,33 +47,51 @@ WEB_POOL = PoolBound("web", "web_redis_connections")
 
 @dataclass
 class Services:
+    """The client (whose `stores` the views use), the web's own stores and the live feed."""
+
     settings: Settings
-    redis: redis.Redis
-    keys: KeySpace
     client: Client
     users: UserStore
     tokens: TokenStore
     throttle: LoginThrottle
-    notifications: NotificationStore
-    batches: BatchStore
     broadcaster: Broadcaster
 
     @property
+    def stores(self) -> Stores:
+        return self.client.stores
+
+    @property
+    def redis(self) -> redis.Redis:
+        return self.client.redis
+
+    @property
+    def keys(self) -> KeySpace:
+        return self.client.keys
+
+    @property
     def store(self) -> ConversationStore:
-        return self.client.store
+        return self.stores.conversations
 
     @property
     def events(self) -> EventLog:
-        return self.client.events
+        return self.stores.events
+
+    @property
+    def notifications(self) -> NotificationStore:
+        return self.stores.notifications
+
+    @property
+    def batches(self) -> BatchStore:
+        return self.stores.batches
 
     @property
     def policies(self) -> PolicyStore:
         """The operator's tool policy and the tool catalog workers publish."""
-        return PolicyStore(self.redis, self.keys)
+        return self.stores.policies
 
     def history(self, cid: str) -> HistoryStore:
         """The history and usage of one conversation (reads only: no bound applies)."""
-        return HistoryStore(self.redis, self.keys, cid)
+        return self.stores.history(cid)
 
     def close(self) -> None:
         """Stops the live feed and closes connections (tests; gunicorn just exits)."""
@@ -91,12 +110,10 @@ def connect_pool(settings: Settings) -> redis.Redis:
 
 def build_services(settings: Settings) -> Services:
     client = connect_pool(settings)
-    keys = KeySpace(settings.key_prefix)
     signoff = Client(settings, redis_client=client)
+    keys = signoff.keys
     return Services(
         settings=settings,
-        redis=client,
-        keys=keys,
         client=signoff,
         users=UserStore(client, keys),
         tokens=TokenStore(client, keys),
@@ -106,8 +123,6 @@ def build_services(settings: Settings) -> Services:
             per_minute=settings.login_attempts_per_minute,
             per_user_per_minute=settings.login_attempts_per_user_per_minute,
         ),
-        notifications=NotificationStore(client, keys, settings, tasks=signoff.tasks),
-        batches=BatchStore(client, keys, settings, tasks=signoff.tasks),
         broadcaster=Broadcaster(client, keys.live_all(), ready_timeout_s=settings.redis_timeout_s),
     )
 

@@ -16,18 +16,14 @@ import redis
 from pydantic import ValidationError
 
 from shared.approvals import NotificationStatus
-from shared.batches import BatchStore
-from shared.conversations import ConversationStore
 from shared.errors import CorruptRecord, SignoffError
 from shared.events import ConversationStatus
-from shared.history import HistoryStore
-from shared.keys import KeySpace
 from shared.lua import LuaScript
-from shared.notifications import NotificationStore
-from shared.policy import PolicyStore, ToolInfo
+from shared.policy import ToolInfo
 from shared.rate_limit import RateLimiter
 from shared.redis_client import storage_errors
 from shared.settings import Settings
+from shared.stores import Stores
 from worker.batch_hooks import on_batch_flush
 from worker.checkpoint import TurnCheckpoint
 from worker.lease import Lease
@@ -94,15 +90,16 @@ class Runtime:
     ) -> None:
         self.settings = settings
         self.client = client
-        self.keys = KeySpace(settings.key_prefix)
+        self.stores = Stores.build(client, settings, _Advancer(send_advance))
+        self.keys = self.stores.keys
         self.send_advance = send_advance
         self.registry = registry or default_registry(settings)
         self.providers = providers or ProviderFactory(settings)
-        self.conversations = ConversationStore(client, self.keys, settings)
-        self.notifications = NotificationStore(client, self.keys, settings)
-        self.policies = PolicyStore(client, self.keys)
+        self.conversations = self.stores.conversations
+        self.notifications = self.stores.notifications
+        self.policies = self.stores.policies
         self.limiter = RateLimiter(client, self.keys, settings.rate_limits)
-        self.batches = BatchStore(client, self.keys, settings, _Advancer(send_advance))
+        self.batches = self.stores.batches
         self.sweeper = Sweeper(
             client, self.keys, settings, batches=self.batches, send_advance=send_advance
         )
@@ -200,7 +197,7 @@ class Runtime:
             turn=turn,
             lease=lease,
             writer=writer,
-            history=HistoryStore(self.client, self.keys, cid, max_history_size=limit),
+            history=self.stores.history(cid, max_history_size=limit),
             tool_calls=ToolLedger(self.client, self.keys, cid),
             notifications=self.notifications,
             batches=self.batches,
