@@ -13,11 +13,11 @@ from pathlib import Path
 import redis
 
 from bench.common import machine, median, percentile, timed, write_section
-from shared.approvals import Allow
 from shared.client import Client, Conversation
-from shared.embedded_redis import EmbeddedRedis
-from shared.emit import split_message
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.notifications import Allow
 from shared.settings import Settings
+from shared.store.emit import split_message
 
 ROOT = Path(__file__).resolve().parent.parent
 PARKED = 10_000

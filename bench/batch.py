@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench.common import machine, peak_rss_mb, write_section
 from bench.throughput import CONCURRENCY, _start, _stop, bare_celery
-from shared.embedded_redis import EmbeddedRedis
+from shared.local.embedded_redis import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = 10_000

@@ -21,7 +21,7 @@ import redis
 
 from bench.common import machine, median, write_section
 from bench.throughput import CONCURRENCY, TURNS, _signoff
-from shared.embedded_redis import EmbeddedRedis
+from shared.local.embedded_redis import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("everysec", "always")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 
 from bench.common import counting_client, median, round_trips, timed, write_section
-from shared.embedded_redis import EmbeddedRedis
-from shared.history import HistoryStore
-from shared.keys import KeySpace
-from shared.steps import Step, StepSource, StepTarget, StepType
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.steps import Step, StepSource, StepTarget, StepType
+from shared.store.history import HistoryStore
+from shared.store.keys import KeySpace
 
 KEYS = KeySpace("bench")
 STEP = Step(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from celery import Celery
 
+from shared.client.tasks import celery_config
 from shared.settings import load_settings
-from shared.tasks import celery_config
 
 settings = load_settings()
 app = Celery("bench-noop", set_as_current=False)

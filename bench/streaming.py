@@ -9,12 +9,12 @@ import time
 import redis
 
 from bench.common import counting_client, machine, median, percentile, round_trips, write_section
-from shared.embedded_redis import EmbeddedRedis
-from shared.emit import split_message
-from shared.events import StepEvent
-from shared.keys import KeySpace
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.events import StepEvent
+from shared.models.steps import Step, StepSource, StepStatus, StepTarget, StepType
 from shared.settings import Settings
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType
+from shared.store.emit import split_message
+from shared.store.keys import KeySpace
 from worker.writer import Flush, Writer
 
 FLUSHES = 3000

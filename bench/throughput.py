@@ -12,9 +12,9 @@ from pathlib import Path
 import redis
 
 from bench.common import machine, peak_rss_mb, write_section
-from shared.chunks import filter_chunks
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.chunks import filter_chunks
 from shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

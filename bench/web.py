@@ -19,15 +19,15 @@ import redis
 from flask.testing import FlaskClient
 
 from bench.common import machine, median, percentile, timed, write_section
-from shared.approvals import Notification, ResolutionKind
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis, free_port
-from shared.events import StepEvent
-from shared.keys import KeySpace
-from shared.notifications import index_commands
+from shared.local.embedded_redis import EmbeddedRedis, free_port
+from shared.models.events import StepEvent
+from shared.models.notifications import Notification, ResolutionKind
+from shared.models.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
 from shared.settings import Settings
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
-from shared.users import Role, TokenStore
+from shared.store.keys import KeySpace
+from shared.store.notifications import index_commands
+from shared.store.users import Role, TokenStore
 from webui import create_app
 from worker.writer import Flush, Writer
 

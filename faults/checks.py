@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.approvals import NotificationStatus
 from shared.client import Client
-from shared.events import ConversationStatus, TurnStatus
-from shared.history import HistoryStore
-from shared.steps import Step, StepType, UsageMetadata
+from shared.models.events import ConversationStatus, TurnStatus
+from shared.models.notifications import NotificationStatus
+from shared.models.steps import Step, StepType, UsageMetadata
+from shared.store.history import HistoryStore
 
 __all__ = [
     "Audit",

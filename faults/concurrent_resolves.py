@@ -23,8 +23,8 @@ import httpx
 from faults.checks import Turns, audit, effect_runs, parked_on, wait_terminal
 from faults.harness import stack
 from faults.report import Result
-from shared.approvals import NotificationStatus
 from shared.client import Client
+from shared.models.notifications import NotificationStatus
 
 __all__ = ["FULL", "QUICK", "Size", "run"]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from faults.checks import Turns, audit, effect_runs, parked_on, wait_terminal
 from faults.harness import Service, stack
 from faults.report import Result
-from shared.approvals import Allow, Notification, NotificationStatus
 from shared.client import Client
 from shared.errors import Conflict
+from shared.models.notifications import Allow, Notification, NotificationStatus
 
 __all__ = ["FULL", "QUICK", "Size", "run"]
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import httpx
 
-from shared.children import die_with_parent
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis, free_port
+from shared.local.children import die_with_parent
+from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.settings import Settings
-from shared.users import Role, TokenStore
+from shared.store.users import Role, TokenStore
 
 __all__ = ["ROOT", "Service", "Stack", "stack"]
 

@@ -24,14 +24,14 @@ from pathlib import Path
 from faults.checks import Turns, audit
 from faults.harness import Stack, stack
 from faults.report import Result
-from shared.approvals import Allow
-from shared.batches import BatchConfig, BatchInfo, BatchLine, BatchStatus, BatchStore
 from shared.client import Client
-from shared.config import ConversationConfig
-from shared.content import Content
 from shared.errors import Conflict, NotFound, SignoffError
-from shared.history import HistoryStore
-from shared.steps import UsageMetadata
+from shared.models.config import ConversationConfig
+from shared.models.content import Content
+from shared.models.notifications import Allow
+from shared.models.steps import UsageMetadata
+from shared.store.batches import BatchConfig, BatchInfo, BatchLine, BatchStatus, BatchStore
+from shared.store.history import HistoryStore
 
 __all__ = ["FULL", "QUICK", "Size", "run"]
 

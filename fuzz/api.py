@@ -25,11 +25,11 @@ from pathlib import Path
 
 import httpx
 
-from shared.embedded_redis import EmbeddedRedis, free_port
-from shared.keys import KeySpace
-from shared.redis_client import connect
+from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.settings import Settings
-from shared.users import Role, TokenStore
+from shared.store.connection import connect
+from shared.store.keys import KeySpace
+from shared.store.users import Role, TokenStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMATHESIS = ROOT / ".venv-fuzz" / "bin" / "schemathesis"

@@ -1,7 +1,7 @@
 """Schemathesis hooks for `python -m fuzz.api` (loaded by schemathesis, in `.venv-fuzz`).
 
 `response_schema` is a JSON Schema: the document declares it an object and names
-Signoff's bounds in words (`shared.config.RESPONSE_SCHEMA`), because no JSON
+Signoff's bounds in words (`shared.models.config.RESPONSE_SCHEMA`), because no JSON
 Schema can say which objects are JSON Schemas within them (patterns in re2 syntax,
 `$ref` that resolve). So a generated object there is a schema-valid value the server
 rightly refuses; in the cases that must be accepted, it becomes one of these schemas.

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from shared.async_client import AsyncClient, AsyncConversation
-from shared.chunks import StreamChunk, Text, Thought, ToolCallChunk
 from shared.client import Client, Conversation
-from shared.config import ConversationConfig, ToolPolicy, ToolSelection, TurnLimits
-from shared.content import Content, Media, SlashCommand, TextPart
-from shared.events import ChatResponse, ConversationStatus, TurnStatus
+from shared.client.aio import AsyncClient, AsyncConversation
+from shared.models.chunks import StreamChunk, Text, Thought, ToolCallChunk
+from shared.models.config import ConversationConfig, ToolPolicy, ToolSelection, TurnLimits
+from shared.models.content import Content, Media, SlashCommand, TextPart
+from shared.models.events import ChatResponse, ConversationStatus, TurnStatus
+from shared.models.steps import (
+    Step,
+    StepSource,
+    StepStatus,
+    StepTarget,
+    StepType,
+    ToolCall,
+    UsageMetadata,
+)
 from shared.settings import DoubleTextPolicy, Settings, load_settings
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, UsageMetadata
 from shared.workspace import FileRead
 
 __all__ = [

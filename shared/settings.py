@@ -30,7 +30,7 @@ __all__ = ["DoubleTextPolicy", "RateLimit", "Settings", "load_settings", "settin
 
 ENV_PREFIX = "SIGNOFF_"
 DEFAULT_MAX_HISTORY_SIZE = 10_000
-MIN_ADMIN_PASSWORD_CHARS = 8  # the rule every password of shared/users.py follows
+MIN_ADMIN_PASSWORD_CHARS = 8  # the rule every password of shared/store/users.py follows
 
 
 class DoubleTextPolicy(str, Enum):

@@ -8,8 +8,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from shared.config import ConversationOptions, PromptOptions
-from shared.content import (
+from shared.errors import InvalidInput, PayloadTooLarge, PromptRejected
+from shared.models.config import ConversationOptions, PromptOptions
+from shared.models.content import (
     SLASH_COMMANDS,
     Content,
     ContentPart,
@@ -18,7 +19,6 @@ from shared.content import (
     TextPart,
     as_content,
 )
-from shared.errors import InvalidInput, PayloadTooLarge, PromptRejected
 from shared.schema import check_schema
 from shared.settings import Settings
 

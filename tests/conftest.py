@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis
-from shared.keys import KeySpace
+from shared.local.embedded_redis import EmbeddedRedis
 from shared.settings import Settings
+from shared.store.keys import KeySpace
 from tests.stack import WorkerProcess
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.steps import Step, StepSource, StepType, UsageMetadata
+from shared.models.steps import Step, StepSource, StepType, UsageMetadata
 
 DEFAULT_LIMIT = 10_000
 

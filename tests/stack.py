@@ -10,9 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from shared.approvals import Notification
 from shared.client import Conversation
-from shared.events import ConversationStatus
+from shared.models.events import ConversationStatus
+from shared.models.notifications import Notification
 
 ROOT = Path(__file__).resolve().parent.parent
 

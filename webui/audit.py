@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.errors import CorruptRecord
-from shared.notifications import NotificationStore
+from shared.store.notifications import NotificationStore
 from webui.api.models import AuditEntry, AuditList
 from webui.stream_ids import parse_stream_id
 from webui.unreadable import skip_unreadable

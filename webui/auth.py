@@ -7,7 +7,7 @@ the operator role. State-changing requests authenticated by the session (or by
 nothing, like the sign-in form) must carry the CSRF token; bearer calls need not.
 
 The session cookie carries only a random session id; the session lives in Redis
-(`shared.sessions`) and is checked on every request, so signing out, a password
+(`shared.store.sessions`) and is checked on every request, so signing out, a password
 change, or disabling or removing the account ends it at once, and a replayed
 cookie is refused. An expired bearer token is refused with a message saying so.
 """
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from flask import Flask, current_app, g, request, session
 
-from shared.users import Role
+from shared.store.users import Role
 from webui import csrf
 from webui.errors import HttpProblem
 from webui.services import services

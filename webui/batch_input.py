@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shared.batches import BatchConfig, BatchLine, line_options
-from shared.content import Content
 from shared.errors import SignoffError
+from shared.models.content import Content
 from shared.settings import Settings
+from shared.store.batches import BatchConfig, BatchLine, line_options
 from shared.validation import validate_prompt
 from webui.api.models import BatchConfigBody
 

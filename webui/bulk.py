@@ -15,9 +15,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from shared.approvals import Allow, Notification, Resolution
 from shared.errors import Conflict, InvalidInput, NotFound
-from shared.notifications import NotificationStore
+from shared.models.notifications import Allow, Notification, Resolution
+from shared.store.notifications import NotificationStore
 from webui.errors import HttpProblem
 from webui.inbox import InboxFilter
 

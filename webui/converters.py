@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 
 from werkzeug.routing import BaseConverter, ValidationError
 
-from shared.config import TOOL_NAME_PATTERN
-from shared.keys import ID_PATTERN
+from shared.models.config import TOOL_NAME_PATTERN
+from shared.store.keys import ID_PATTERN
 
 __all__ = [
     "CONVERTERS",
@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 _MAX_ID = 128
-# `shared.keys.KeySpace.notification`: ``<conversation id>.<suffix>``, the suffix without dots.
+# `shared.store.keys.KeySpace.notification`: ``<conversation id>.<suffix>``, suffix without dots.
 NOTIFICATION_ID_PATTERN = r"[A-Za-z0-9_.\-]+\.[A-Za-z0-9_\-]+"
 
 
@@ -33,7 +33,7 @@ class PathConverter(BaseConverter):
 
 
 class IdConverter(PathConverter):
-    """The characters `shared.keys.check_id` accepts."""
+    """The characters `shared.store.keys.check_id` accepts."""
 
     regex = ID_PATTERN
     schema = {"type": "string", "pattern": f"^{ID_PATTERN}$"}

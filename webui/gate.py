@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shared.batches import BatchStore
-from shared.config import ToolPolicy
-from shared.conversations import ConversationRecord
 from shared.errors import InvalidInput
-from shared.keys import check_id
-from shared.policy import PolicyStore, loosening_fields
-from shared.users import Role
+from shared.models.config import ToolPolicy
+from shared.store.batches import BatchStore
+from shared.store.conversations import ConversationRecord
+from shared.store.keys import check_id
+from shared.store.policy import PolicyStore, loosening_fields
+from shared.store.users import Role
 from webui.auth import Principal
 from webui.errors import HttpProblem
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.children import die_with_parent
+from shared.local.children import die_with_parent
 
 __all__ = ["post_fork"]
 

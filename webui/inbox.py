@@ -11,8 +11,8 @@ from typing import Annotated
 
 from pydantic import AliasChoices, Field
 
-from shared.approvals import Notification
-from shared.notifications import NotificationStore
+from shared.models.notifications import Notification
+from shared.store.notifications import NotificationStore
 from webui.params import STRIPPED, NumberParam, QueryModel
 from webui.unreadable import skip_unreadable
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.conversations import ConversationRecord, ConversationStore
-from shared.events import ConversationStatus
+from shared.models.events import ConversationStatus
+from shared.store.conversations import ConversationRecord, ConversationStore
 from webui.unreadable import skip_unreadable
 
 __all__ = ["ConversationPage", "list_conversations"]

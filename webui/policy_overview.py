@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from shared.config import ToolPolicy
-from shared.policy import ALWAYS_ASK, OperatorPolicy, PolicyRule, ToolInfo
+from shared.models.config import ToolPolicy
+from shared.store.policy import ALWAYS_ASK, OperatorPolicy, PolicyRule, ToolInfo
 
 __all__ = ["PolicyView", "ToolRow", "policy_view"]
 

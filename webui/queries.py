@@ -11,9 +11,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from shared.config import LABEL_PATTERN
-from shared.events import ConversationStatus
-from shared.keys import ID_PATTERN
+from shared.models.config import LABEL_PATTERN
+from shared.models.events import ConversationStatus
+from shared.store.keys import ID_PATTERN
 from webui.inbox import InboxFilter
 from webui.params import (
     AN_ID,

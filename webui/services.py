@@ -18,18 +18,18 @@ from typing import cast
 import redis
 from flask import current_app
 
-from shared.batches import BatchStore
 from shared.client import Client
-from shared.conversations import ConversationStore
-from shared.event_log import EventLog
-from shared.history import HistoryStore
-from shared.keys import KeySpace
-from shared.notifications import NotificationStore
-from shared.policy import PolicyStore
-from shared.redis_client import PoolBound, connect
 from shared.settings import Settings
-from shared.stores import Stores
-from shared.users import LoginThrottle, TokenStore, UserStore
+from shared.store.batches import BatchStore
+from shared.store.bundle import Stores
+from shared.store.connection import PoolBound, connect
+from shared.store.conversations import ConversationStore
+from shared.store.event_log import EventLog
+from shared.store.history import HistoryStore
+from shared.store.keys import KeySpace
+from shared.store.notifications import NotificationStore
+from shared.store.policy import PolicyStore
+from shared.store.users import LoginThrottle, TokenStore, UserStore
 from webui.live import Broadcaster
 
 __all__ = [

@@ -12,9 +12,9 @@ from datetime import UTC, date, datetime, timedelta
 
 import redis
 
-from shared.keys import KeySpace
-from shared.redis_client import storage_errors
-from shared.steps import USAGE_FIELDS, UsageMetadata
+from shared.models.steps import USAGE_FIELDS, UsageMetadata
+from shared.store.connection import storage_errors
+from shared.store.keys import KeySpace
 
 __all__ = [
     "EARLIEST_DAY",

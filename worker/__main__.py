@@ -9,8 +9,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_shutdown
 
+from shared.client.tasks import queue_name
 from shared.settings import Settings, load_settings
-from shared.tasks import queue_name
 from worker.app import create_celery
 from worker.respawn import respawn
 

@@ -6,9 +6,9 @@ import logging
 
 from celery import Celery
 
-from shared.redis_client import connect
+from shared.client.tasks import ADVANCE, SWEEP, celery_config
 from shared.settings import Settings, load_settings
-from shared.tasks import ADVANCE, SWEEP, celery_config
+from shared.store.connection import connect
 from worker.runtime import Runtime
 
 __all__ = ["create_celery"]

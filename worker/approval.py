@@ -13,7 +13,8 @@ import json
 import time
 from dataclasses import dataclass
 
-from shared.approvals import (
+from shared.models.events import ConversationStatus, NotificationEvent, TurnStatus
+from shared.models.notifications import (
     Allow,
     DeliveryEntry,
     Deny,
@@ -23,8 +24,7 @@ from shared.approvals import (
     ResolutionKind,
     Submit,
 )
-from shared.events import ConversationStatus, NotificationEvent, TurnStatus
-from shared.steps import ToolCall
+from shared.models.steps import ToolCall
 from worker.flush import Flush
 from worker.leg import Leg
 from worker.tools import ToolOutcome, ToolRegistry

@@ -7,8 +7,8 @@ changes nothing, and it dispatches queued items as running ones leave.
 
 from __future__ import annotations
 
-from shared.batches import BatchState, BatchStore
-from shared.events import TurnStatus
+from shared.models.events import TurnStatus
+from shared.store.batches import BatchState, BatchStore
 from worker.flush import Flush
 from worker.leg import Leg
 

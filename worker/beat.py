@@ -16,8 +16,8 @@ from typing import Any
 
 from celery.beat import ScheduleEntry, Scheduler
 
+from shared.client.tasks import SWEEP
 from shared.errors import SignoffError
-from shared.tasks import SWEEP
 
 __all__ = ["SweepingScheduler"]
 

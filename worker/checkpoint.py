@@ -6,7 +6,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
-from shared.steps import ToolCall, UsageMetadata
+from shared.models.steps import ToolCall, UsageMetadata
 
 __all__ = ["Phase", "TurnCheckpoint"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from shared.content import Content
-from shared.steps import Step, StepSource, StepTarget, StepType
+from shared.models.content import Content
+from shared.models.steps import Step, StepSource, StepTarget, StepType
 from worker.providers.base import Message, Role
 
 __all__ = ["SUMMARY_PREFIX", "build_messages", "estimate_tokens"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import redis
 
-from shared.keys import KeySpace
-from shared.lua import LuaScript
-from shared.redis_client import storage_errors
+from shared.store.connection import storage_errors
+from shared.store.keys import KeySpace
+from shared.store.lua import LuaScript
 
 __all__ = ["ZsetCursor"]
 

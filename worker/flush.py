@@ -11,10 +11,10 @@ import time
 
 from pydantic import BaseModel, Field
 
-from shared.approvals import DeliveryEntry, Notification
-from shared.conversations import allow_field
-from shared.events import ChatResponse, ConversationStatus, EventBase, TurnStatus
-from shared.steps import Step, UsageMetadata
+from shared.models.events import ChatResponse, ConversationStatus, EventBase, TurnStatus
+from shared.models.notifications import DeliveryEntry, Notification
+from shared.models.steps import Step, UsageMetadata
+from shared.store.conversations import allow_field
 from worker.checkpoint import TurnCheckpoint
 from worker.tool_ledger import outcome_record
 from worker.tools import ToolOutcome

@@ -9,14 +9,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from shared.batches import BatchStore
-from shared.config import ConversationConfig
-from shared.conversations import TurnRecord
-from shared.history import HistoryStore
-from shared.notifications import NotificationStore
-from shared.policy import OperatorPolicy, PolicyStore
+from shared.models.config import ConversationConfig
+from shared.models.steps import Step
 from shared.settings import Settings
-from shared.steps import Step
+from shared.store.batches import BatchStore
+from shared.store.conversations import TurnRecord
+from shared.store.history import HistoryStore
+from shared.store.notifications import NotificationStore
+from shared.store.policy import OperatorPolicy, PolicyStore
 from worker.checkpoint import TurnCheckpoint
 from worker.lease import Lease
 from worker.tool_ledger import ToolLedger

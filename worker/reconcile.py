@@ -27,16 +27,16 @@ from typing import Any
 
 import redis
 
-from shared.approvals import DeliveryEntry, Notification, NotificationStatus
-from shared.batches import BatchState, BatchStore
 from shared.errors import InvalidInput
-from shared.events import ConversationStatus
-from shared.inbox_index import InboxIndex
-from shared.keys import KeySpace
-from shared.lua import LuaScript
-from shared.notifications import AUDIT_MAXLEN, NotificationStore, audit_entry
-from shared.redis_client import storage_errors
+from shared.models.events import ConversationStatus
+from shared.models.notifications import DeliveryEntry, Notification, NotificationStatus
 from shared.settings import Settings
+from shared.store.batches import BatchState, BatchStore
+from shared.store.connection import storage_errors
+from shared.store.inbox_index import InboxIndex
+from shared.store.keys import KeySpace
+from shared.store.lua import LuaScript
+from shared.store.notifications import AUDIT_MAXLEN, NotificationStore, audit_entry
 from worker.cursor import ZsetCursor
 
 __all__ = ["Reconciled", "Reconciler"]

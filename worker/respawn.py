@@ -21,7 +21,7 @@ import subprocess
 import time
 from types import FrameType
 
-from shared.children import die_with_parent
+from shared.local.children import die_with_parent
 
 __all__ = ["respawn"]
 

@@ -15,15 +15,15 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from shared.approvals import NotificationStatus
 from shared.errors import CorruptRecord, SignoffError
-from shared.events import ConversationStatus
-from shared.lua import LuaScript
-from shared.policy import ToolInfo
-from shared.rate_limit import RateLimiter
-from shared.redis_client import storage_errors
+from shared.models.events import ConversationStatus
+from shared.models.notifications import NotificationStatus
 from shared.settings import Settings
-from shared.stores import Stores
+from shared.store.bundle import Stores
+from shared.store.connection import storage_errors
+from shared.store.lua import LuaScript
+from shared.store.policy import ToolInfo
+from shared.store.rate_limit import RateLimiter
 from worker.batch_hooks import on_batch_flush
 from worker.checkpoint import TurnCheckpoint
 from worker.lease import Lease

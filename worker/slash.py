@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shared.approvals import PassiveEvent
-from shared.content import SLASH_COMMANDS, SlashCommand
-from shared.events import StepEvent
-from shared.steps import Step, UsageMetadata
+from shared.models.content import SLASH_COMMANDS, SlashCommand
+from shared.models.events import StepEvent
+from shared.models.notifications import PassiveEvent
+from shared.models.steps import Step, UsageMetadata
 from worker.context import build_messages
 from worker.flush import Flush
 from worker.leg import Leg

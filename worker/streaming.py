@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from shared.events import StepEvent
-from shared.steps import Step, ToolCall, UsageMetadata
+from shared.models.events import StepEvent
+from shared.models.steps import Step, ToolCall, UsageMetadata
 from worker.flush import Flush
 from worker.providers.base import (
     FinishEvent,

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 
 import redis
 
-from shared.approvals import NotificationStatus
-from shared.batches import BatchStore
 from shared.errors import NotFound
-from shared.events import ConversationStatus
-from shared.keys import KeySpace
-from shared.notifications import NotificationStore
-from shared.redis_client import storage_errors
+from shared.models.events import ConversationStatus
+from shared.models.notifications import NotificationStatus
 from shared.settings import Settings
+from shared.store.batches import BatchStore
+from shared.store.connection import storage_errors
+from shared.store.keys import KeySpace
+from shared.store.notifications import NotificationStore
 from worker.reconcile import Reconciled, Reconciler
 
 __all__ = ["Sweeper", "Swept"]

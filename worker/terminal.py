@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from shared.approvals import DeliveryEntry, PassiveEvent
-from shared.events import (
+from shared.models.events import (
     CancelledEvent,
     ChatResponse,
     CompletedEvent,
@@ -13,7 +12,8 @@ from shared.events import (
     StepEvent,
     TurnStatus,
 )
-from shared.steps import Step, StepSource, StepStatus, UsageMetadata
+from shared.models.notifications import DeliveryEntry, PassiveEvent
+from shared.models.steps import Step, StepSource, StepStatus, UsageMetadata
 from worker.flush import Flush, TurnEnd
 from worker.leg import Leg
 

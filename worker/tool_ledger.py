@@ -14,9 +14,9 @@ import json
 import redis
 
 from shared.errors import CorruptRecord
-from shared.keys import KeySpace
-from shared.redis_client import storage_errors
-from shared.steps import ToolCall
+from shared.models.steps import ToolCall
+from shared.store.connection import storage_errors
+from shared.store.keys import KeySpace
 from worker.tools import ToolOutcome
 
 __all__ = ["ToolLedger", "outcome_record"]

@@ -13,11 +13,11 @@ from enum import Enum
 from functools import partial
 from typing import Any
 
-from shared.config import ToolPolicy
-from shared.conversations import allow_field
-from shared.events import ConversationStatus, StepEvent, TurnStatus
-from shared.policy import effective_policy
-from shared.steps import Step, StepStatus, ToolCall
+from shared.models.config import ToolPolicy
+from shared.models.events import ConversationStatus, StepEvent, TurnStatus
+from shared.models.steps import Step, StepStatus, ToolCall
+from shared.store.conversations import allow_field
+from shared.store.policy import effective_policy
 from worker.approval import Decision, decision_for, park
 from worker.checkpoint import Phase
 from worker.flush import Flush

@@ -11,12 +11,18 @@ import json
 import time
 from enum import Enum
 
-from shared.config import ToolSelection
 from shared.errors import ProviderError
-from shared.events import ConversationStatus, EventBase, StepEvent, TurnStartedEvent, TurnStatus
-from shared.rate_limit import RateLimiter
+from shared.models.config import ToolSelection
+from shared.models.events import (
+    ConversationStatus,
+    EventBase,
+    StepEvent,
+    TurnStartedEvent,
+    TurnStatus,
+)
+from shared.models.steps import Step, StepStatus, StepType, ToolCall
 from shared.schema import parse_json_answer, schema_violations
-from shared.steps import Step, StepStatus, StepType, ToolCall
+from shared.store.rate_limit import RateLimiter
 from worker.checkpoint import Phase
 from worker.context import build_messages, estimate_tokens
 from worker.flush import Flush

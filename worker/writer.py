@@ -18,16 +18,16 @@ from typing import Any
 import redis
 from pydantic import BaseModel
 
-from shared.emit import EMIT_LUA, encode_event
 from shared.errors import Conflict
-from shared.events import ConversationStatus, StatusEvent
-from shared.history import HISTORY_WRITE_LUA, HistoryWrite
-from shared.inbox_index import index_commands
-from shared.keys import KeySpace
-from shared.lua import LuaScript, lua_source
-from shared.redis_client import storage_errors
+from shared.models.events import ConversationStatus, StatusEvent
+from shared.models.steps import USAGE_FIELDS, Step
 from shared.settings import Settings
-from shared.steps import USAGE_FIELDS, Step
+from shared.store.connection import storage_errors
+from shared.store.emit import EMIT_LUA, encode_event
+from shared.store.history import HISTORY_WRITE_LUA, HistoryWrite
+from shared.store.inbox_index import index_commands
+from shared.store.keys import KeySpace
+from shared.store.lua import LuaScript, lua_source
 from worker.flush import Flush
 
 __all__ = ["Flush", "FlushArgs", "LeaseLost", "StatusChange", "Writer"]

@@ -18,10 +18,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from shared.approvals import Notification
 from shared.client import Client
 from shared.errors import InvalidInput
-from shared.steps import Step
+from shared.models.notifications import Notification
+from shared.models.steps import Step
 
 __all__ = [
     "approvals",

@@ -12,7 +12,13 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from shared.batches import (
+from shared.cli.retry import RedisRetry
+from shared.client import Client
+from shared.errors import InvalidInput
+from shared.models.config import ConversationConfig
+from shared.schema import check_schema
+from shared.settings import Settings, load_settings
+from shared.store.batches import (
     BatchConfig,
     BatchInfo,
     BatchLine,
@@ -22,13 +28,7 @@ from shared.batches import (
     SubmitReport,
     parse_line,
 )
-from shared.cli.retry import RedisRetry
-from shared.client import Client
-from shared.config import ConversationConfig
-from shared.conversations import new_id
-from shared.errors import InvalidInput
-from shared.schema import check_schema
-from shared.settings import Settings, load_settings
+from shared.store.conversations import new_id
 from shared.validation import conversation_options
 
 __all__ = ["batch"]

@@ -15,14 +15,14 @@ from typing import IO, Any
 
 import click
 
-from shared.approvals import Notification, NotificationStatus, ResolutionKind
-from shared.chunks import StreamChunk, Thought
 from shared.cli.approvals import cli_actor, notification_lines, parse_json
 from shared.cli.conversations import show_chunk
 from shared.client import Client, Conversation
+from shared.client.follow import TurnFollower
 from shared.errors import Conflict, InvalidInput, NotFound, SignoffError
-from shared.events import NotificationEvent
-from shared.turn_stream import TurnFollower
+from shared.models.chunks import StreamChunk, Thought
+from shared.models.events import NotificationEvent
+from shared.models.notifications import Notification, NotificationStatus, ResolutionKind
 
 __all__ = ["Answer", "ChatSession", "chat", "parse_answer"]
 

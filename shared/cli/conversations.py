@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from shared.chunks import Text, Thought, ToolCallChunk
 from shared.client import Client
-from shared.config import ToolSelection
-from shared.events import EventBase, StepEvent
+from shared.models.chunks import Text, Thought, ToolCallChunk
+from shared.models.config import ToolSelection
+from shared.models.events import EventBase, StepEvent
 from shared.validation import prompt_options
 
 __all__ = ["submit", "tail"]

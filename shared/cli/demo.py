@@ -10,12 +10,12 @@ from pathlib import Path
 
 import click
 
-from shared.batches import BatchConfig, BatchStore
 from shared.cli.batch import _lines, watch, write_results
 from shared.cli.supervisor import Supervisor
 from shared.client import Client
-from shared.config import ConversationConfig
+from shared.models.config import ConversationConfig
 from shared.settings import Settings, load_settings
+from shared.store.batches import BatchConfig, BatchStore
 
 __all__ = ["run_demo"]
 

@@ -18,11 +18,11 @@ import click
 import redis
 from kombu.exceptions import KombuError
 
+from shared.client.tasks import TaskSender
 from shared.errors import SettingsError
-from shared.keys import KeySpace
-from shared.redis_client import connect
 from shared.settings import Settings, load_settings
-from shared.tasks import TaskSender
+from shared.store.connection import connect
+from shared.store.keys import KeySpace
 
 __all__ = ["Check", "Level", "doctor", "run_checks"]
 

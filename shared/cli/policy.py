@@ -9,9 +9,9 @@ import click
 from pydantic import ValidationError
 
 from shared.client import Client
-from shared.config import ToolPolicy
 from shared.errors import InvalidInput
-from shared.policy import PolicyChange, PolicyRule, PolicyStore
+from shared.models.config import ToolPolicy
+from shared.store.policy import PolicyChange, PolicyRule, PolicyStore
 
 __all__ = ["policy"]
 

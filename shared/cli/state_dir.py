@@ -16,8 +16,8 @@ import os
 import secrets
 from pathlib import Path
 
-from shared.embedded_redis import free_port, port_in_use
 from shared.errors import Conflict
+from shared.local.embedded_redis import free_port, port_in_use
 
 __all__ = ["StateDir"]
 

@@ -3,8 +3,9 @@
 The supervisor claims its data directory (`.signoff/`, see `state_dir`) and checks that the
 web port is free before it starts anything. Then Redis (its own, unless SIGNOFF_REDIS_URL names
 one), a worker, the scheduler and the web server start in one process group it owns, each dying
-with it even when it is SIGKILLed (`shared/children.py`). SIGINT, SIGTERM and SIGHUP alike stop
-them in order (web, scheduler, worker, Redis); a child that exits stops the rest and is named.
+with it even when it is SIGKILLed (`shared/local/children.py`). SIGINT, SIGTERM and SIGHUP
+alike stop them in order (web, scheduler, worker, Redis); a child that exits stops the rest
+and is named.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from types import FrameType
 import click
 import redis
 
-from shared.children import Child, ProcessGroup
 from shared.cli.doctor import redacted
 from shared.cli.state_dir import StateDir
 from shared.cli.web_server import gunicorn_args
-from shared.embedded_redis import EmbeddedRedis, port_in_use
 from shared.errors import Conflict, SignoffError, StorageError
+from shared.local.children import Child, ProcessGroup
+from shared.local.embedded_redis import EmbeddedRedis, port_in_use
 from shared.settings import Settings
 
 __all__ = ["STOP_SIGNALS", "Stopped", "Supervisor", "stop_on_signals"]

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import click
 
 from shared.client import Client
-from shared.users import MAX_TOKEN_LIFETIME_S, Role, TokenStore, UserStore
+from shared.store.users import MAX_TOKEN_LIFETIME_S, Role, TokenStore, UserStore
 
 __all__ = ["Duration", "token", "user"]
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.approvals import Allow, Deny, NotificationKind, NotificationStatus, Submit
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis
 from shared.errors import Cancelled, Conflict, InvalidInput, NotFound
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.notifications import Allow, Deny, NotificationKind, NotificationStatus, Submit
+from shared.models.steps import StepStatus, StepType
 from shared.settings import Settings
-from shared.steps import StepStatus, StepType
 from tests.stack import WorkerProcess, effect_prompt, parked
 
 EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Report", "body": "All good."}'

@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from shared.async_client import AsyncClient
-from shared.chunks import Text, Thought
 from shared.client import Client
+from shared.client.aio import AsyncClient
 from shared.errors import Cancelled, PromptRejected
-from shared.events import CancelledEvent, CompletedEvent, EventBase
-from shared.steps import StepType
+from shared.models.chunks import Text, Thought
+from shared.models.events import CancelledEvent, CompletedEvent, EventBase
+from shared.models.steps import StepType
 
 
 def run(coro):  # type: ignore[no-untyped-def]

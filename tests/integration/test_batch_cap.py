@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.batches import BatchConfig, BatchLine, BatchState, BatchStatus, BatchStore
 from shared.client import Client
-from shared.content import Content
-from shared.embedded_redis import EmbeddedRedis
-from shared.events import ConversationStatus
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.content import Content
+from shared.models.events import ConversationStatus
 from shared.settings import Settings
+from shared.store.batches import BatchConfig, BatchLine, BatchState, BatchStatus, BatchStore
 from tests.integration.test_batches import SIGNOFF, write_jsonl
 from tests.integration.test_expiry import BeatProcess
 from tests.stack import ROOT, WorkerProcess

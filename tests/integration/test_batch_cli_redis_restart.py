@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.batches import BatchState, BatchStore
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis
 from shared.errors import StorageError
+from shared.local.embedded_redis import EmbeddedRedis
 from shared.settings import Settings
+from shared.store.batches import BatchState, BatchStore
 from tests.integration.test_batches import SIGNOFF, write_jsonl
 from tests.integration.test_expiry import BeatProcess
 from tests.stack import ROOT, WorkerProcess

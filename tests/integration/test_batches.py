@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.approvals import Allow
-from shared.batches import BatchState, BatchStatus, BatchStore
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis
-from shared.events import StepEvent
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.events import StepEvent
+from shared.models.notifications import Allow
 from shared.settings import Settings
+from shared.store.batches import BatchState, BatchStatus, BatchStore
 from tests.stack import ROOT, WorkerProcess
 
 SIGNOFF = str(Path(sys.executable).with_name("signoff"))
@@ -50,7 +50,7 @@ def batches(client: Client) -> BatchStore:
 
 def resolve_while(client: Client, stop: threading.Event, resolved: list[str]) -> None:
     """An operator using the JSON API: resolves every pending notification as it appears."""
-    from shared.users import TokenStore
+    from shared.store.users import TokenStore
     from webui import create_app
 
     token = TokenStore(client.redis, client.keys).create("operator-bot", "operator")
@@ -297,9 +297,9 @@ def first_model_event_ms(client: Client, cid: str) -> int:
 def test_sticky_allow_covers_the_rest_of_the_batch(
     stack_env: dict[str, str], client: Client
 ) -> None:
-    from shared.batches import BatchConfig, BatchLine
-    from shared.config import ConversationConfig
-    from shared.content import Content
+    from shared.models.config import ConversationConfig
+    from shared.models.content import Content
+    from shared.store.batches import BatchConfig, BatchLine
 
     store = batches(client)
     config = BatchConfig(

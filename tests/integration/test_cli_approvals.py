@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.approvals import Notification, NotificationStatus
 from shared.client import Client, Conversation
-from shared.embedded_redis import EmbeddedRedis, free_port
-from shared.events import ConversationStatus
-from shared.steps import StepType
+from shared.local.embedded_redis import EmbeddedRedis, free_port
+from shared.models.events import ConversationStatus
+from shared.models.notifications import Notification, NotificationStatus
+from shared.models.steps import StepType
 from tests.stack import ROOT
 
 SIGNOFF = str(Path(sys.executable).with_name("signoff"))

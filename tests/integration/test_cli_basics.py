@@ -102,7 +102,7 @@ def test_signoff_worker_command_runs_turns(stack_env: dict[str, str], client: Cl
 
 
 def test_user_add_and_token_create(stack_env: dict[str, str], client: Client) -> None:
-    from shared.users import Role, TokenStore, UserStore
+    from shared.store.users import Role, TokenStore, UserStore
 
     added = subprocess.run(
         [SIGNOFF, "user", "add", "olivia", "--password", "a-long-passphrase"],

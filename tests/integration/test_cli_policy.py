@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from shared.client import Client
-from shared.config import ToolPolicy
-from shared.events import ConversationStatus
+from shared.models.config import ToolPolicy
+from shared.models.events import ConversationStatus
 from tests.integration.test_cli_basics import run_cli
 from tests.stack import WorkerProcess
 from tests.web.conftest import wait_for

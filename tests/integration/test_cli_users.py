@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.embedded_redis import EmbeddedRedis
-from shared.keys import KeySpace
-from shared.users import Role, TokenStore, UserStore
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.store.keys import KeySpace
+from shared.store.users import Role, TokenStore, UserStore
 from tests.stack import ROOT
 
 SIGNOFF = str(Path(sys.executable).with_name("signoff"))

@@ -13,12 +13,12 @@ from collections import Counter
 
 import pytest
 
-from shared.async_client import AsyncClient
 from shared.client import Client
+from shared.client.aio import AsyncClient
+from shared.client.tasks import TaskSender, queue_name
 from shared.errors import Conflict, StorageError
+from shared.models.steps import StepType
 from shared.settings import Settings
-from shared.steps import StepType
-from shared.tasks import TaskSender, queue_name
 from tests.stack import parked
 
 RACERS = 200

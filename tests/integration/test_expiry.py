@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from shared.approvals import Allow, Deny, NotificationStatus
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis
+from shared.client.tasks import queue_name
 from shared.errors import Conflict
-from shared.events import ConversationStatus
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.events import ConversationStatus
+from shared.models.notifications import Allow, Deny, NotificationStatus
 from shared.settings import Settings
-from shared.tasks import queue_name
 from tests.stack import ROOT, WorkerProcess, effect_prompt, parked
 
 SWEEP_INTERVAL_S = 0.5

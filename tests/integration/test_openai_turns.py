@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis
 from shared.errors import TurnFailed
-from shared.steps import StepStatus, StepType
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.steps import StepStatus, StepType
 from tests.stack import WorkerProcess
 from tests.wire_servers import WireServer, chat_chunk, openai_error, sse, tool_fragment, usage_chunk
 

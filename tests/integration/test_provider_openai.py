@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from shared.config import ToolSelection
-from shared.content import Media
 from shared.errors import ProviderError, RateLimited
+from shared.models.config import ToolSelection
+from shared.models.content import Media
+from shared.models.steps import ToolCall, UsageMetadata
 from shared.settings import Settings
-from shared.steps import ToolCall, UsageMetadata
 from tests.wire_servers import (
     WireServer,
     chat_chunk,

@@ -24,9 +24,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from shared.client import Client
-from shared.config import ToolSelection
 from shared.errors import TurnFailed
-from shared.steps import StepSource, StepType
+from shared.models.config import ToolSelection
+from shared.models.steps import StepSource, StepType
 from tests.real_model import MODEL_ALIAS, llama_server
 from tests.wire_servers import RecordedRequest, Reply, WireServer
 from worker.providers.base import (

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from shared.approvals import Allow, Notification, NotificationStatus, ResolutionKind
-from shared.batches import BatchConfig, BatchState, BatchStore, parse_line
 from shared.client import Client, Conversation
-from shared.config import ConversationConfig
-from shared.embedded_redis import EmbeddedRedis
-from shared.events import ConversationStatus
-from shared.inbox_index import INDEXED_FIELD, index_commands
-from shared.notifications import NotificationStore
-from shared.steps import ToolCall
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.config import ConversationConfig
+from shared.models.events import ConversationStatus
+from shared.models.notifications import Allow, Notification, NotificationStatus, ResolutionKind
+from shared.models.steps import ToolCall
+from shared.store.batches import BatchConfig, BatchState, BatchStore, parse_line
+from shared.store.inbox_index import INDEXED_FIELD, index_commands
+from shared.store.notifications import NotificationStore
 from tests.stack import effect_prompt, parked
 from worker.reconcile import Reconciled, Reconciler
 from worker.sweeper import Sweeper, Swept

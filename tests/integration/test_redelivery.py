@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.approvals import Allow, NotificationStatus
 from shared.client import Client, Conversation
-from shared.embedded_redis import EmbeddedRedis
-from shared.events import ConversationStatus
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.events import ConversationStatus
+from shared.models.notifications import Allow, NotificationStatus
+from shared.models.steps import Step, StepType
 from shared.settings import Settings
-from shared.steps import Step, StepType
 from tests.stack import WorkerProcess
 
 TOKEN_DELAY_MS = "150"  # the doomed worker's model is slow, so the kill lands mid-leg

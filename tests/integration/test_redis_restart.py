@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from shared.client import Client
-from shared.embedded_redis import EmbeddedRedis
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.steps import StepType
 from shared.settings import Settings
-from shared.steps import StepType
 from tests.stack import WorkerProcess
 
 

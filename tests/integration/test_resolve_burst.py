@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from shared.client import Client
-from shared.embedded_redis import free_port
-from shared.users import Role, TokenStore
+from shared.local.embedded_redis import free_port
+from shared.store.users import Role, TokenStore
 from tests.integration.test_web_command import SIGNOFF, wait_healthy
 from tests.stack import ROOT, WorkerProcess
 from tests.web.conftest import wait_for

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from shared.approvals import Submit
 from shared.client import Client
 from shared.errors import InvalidInput, TurnFailed
-from shared.steps import StepStatus, StepType
+from shared.models.notifications import Submit
+from shared.models.steps import StepStatus, StepType
 from tests.stack import parked
 
 EVIL: dict[str, Any] = {

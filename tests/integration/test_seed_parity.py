@@ -12,16 +12,16 @@ import uuid
 
 import pytest
 
-from shared.approvals import Allow
-from shared.async_client import AsyncClient
-from shared.chunks import ToolCallChunk
 from shared.client import Client
-from shared.content import Content, SlashCommand, TextPart
-from shared.embedded_redis import EmbeddedRedis
+from shared.client.aio import AsyncClient
 from shared.errors import ConversationClosed, InvalidInput, PromptRejected, TurnFailed
-from shared.events import ConversationStatus, TurnStatus
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.chunks import ToolCallChunk
+from shared.models.content import Content, SlashCommand, TextPart
+from shared.models.events import ConversationStatus, TurnStatus
+from shared.models.notifications import Allow
+from shared.models.steps import StepSource, StepType
 from shared.settings import Settings
-from shared.steps import StepSource, StepType
 from tests.stack import effect_prompt, parked
 
 ANSWER = {

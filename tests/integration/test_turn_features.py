@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from shared.chunks import Thought
 from shared.client import Client
 from shared.errors import TurnFailed
-from shared.events import StepEvent
-from shared.steps import StepSource, StepStatus, StepTarget, StepType
+from shared.models.chunks import Thought
+from shared.models.events import StepEvent
+from shared.models.steps import StepSource, StepStatus, StepTarget, StepType
 
 SCHEMA = {
     "type": "object",

@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from shared.chunks import Text
 from shared.client import Client
 from shared.errors import (
     Cancelled,
@@ -17,7 +16,8 @@ from shared.errors import (
     PromptRejected,
     TurnFailed,
 )
-from shared.steps import StepSource, StepStatus, StepType
+from shared.models.chunks import Text
+from shared.models.steps import StepSource, StepStatus, StepType
 
 
 def test_history_turns_and_usage_over_several_turns(client: Client) -> None:

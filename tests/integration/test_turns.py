@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from shared.chunks import Text, Thought, ToolCallChunk
 from shared.client import Client
 from shared.errors import TurnFailed
-from shared.events import CompletedEvent, FailedEvent, StepEvent, TurnStartedEvent
-from shared.steps import StepType
+from shared.models.chunks import Text, Thought, ToolCallChunk
+from shared.models.events import CompletedEvent, FailedEvent, StepEvent, TurnStartedEvent
+from shared.models.steps import StepType
 
 
 def test_chat_streams_thoughts_then_text_and_completes(client: Client) -> None:

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.embedded_redis import free_port
-from shared.keys import KeySpace
-from shared.users import TokenStore
+from shared.local.embedded_redis import free_port
+from shared.store.keys import KeySpace
+from shared.store.users import TokenStore
 from tests.stack import ROOT
 
 BIN = Path(sys.executable).parent

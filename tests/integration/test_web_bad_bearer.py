@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from shared.embedded_redis import EmbeddedRedis, free_port
+from shared.local.embedded_redis import EmbeddedRedis, free_port
 from tests.integration.test_web_command import SIGNOFF, wait_healthy
 from tests.stack import ROOT
 

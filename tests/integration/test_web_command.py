@@ -14,9 +14,9 @@ from pathlib import Path
 
 import redis
 
-from shared.embedded_redis import EmbeddedRedis, free_port
-from shared.keys import KeySpace
-from shared.users import TokenStore
+from shared.local.embedded_redis import EmbeddedRedis, free_port
+from shared.store.keys import KeySpace
+from shared.store.users import TokenStore
 from tests.stack import ROOT
 
 SIGNOFF = str(Path(sys.executable).with_name("signoff"))

@@ -19,9 +19,9 @@ from urllib.parse import quote, urlencode
 import pytest
 import redis
 
-from shared.embedded_redis import EmbeddedRedis, free_port
-from shared.keys import KeySpace
-from shared.users import TokenStore
+from shared.local.embedded_redis import EmbeddedRedis, free_port
+from shared.store.keys import KeySpace
+from shared.store.users import TokenStore
 from tests.integration.test_web_command import SIGNOFF, wait_healthy
 from tests.stack import ROOT
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import redis
 
-from shared.batches import BatchConfig, BatchLine, BatchState, BatchStore
-from shared.content import Content
-from shared.keys import KeySpace
+from shared.models.content import Content
 from shared.settings import Settings
+from shared.store.batches import BatchConfig, BatchLine, BatchState, BatchStore
+from shared.store.keys import KeySpace
 
 
 def lines(count: int) -> list[BatchLine]:

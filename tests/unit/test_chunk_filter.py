@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.chunks import ChunkFilter, Text, Thought, ToolCallChunk, filter_chunks
-from shared.steps import Step, StepSource, StepTarget, StepType, ToolCall
+from shared.models.chunks import ChunkFilter, Text, Thought, ToolCallChunk, filter_chunks
+from shared.models.steps import Step, StepSource, StepTarget, StepType, ToolCall
 
 
 def model_step(**fields: object) -> Step:

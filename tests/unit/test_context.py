@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.content import Content, Media, TextPart
-from shared.steps import Step, StepSource, StepTarget, StepType, ToolCall
+from shared.models.content import Content, Media, TextPart
+from shared.models.steps import Step, StepSource, StepTarget, StepType, ToolCall
 from worker.context import SUMMARY_PREFIX, build_messages
 from worker.providers.base import Role
 

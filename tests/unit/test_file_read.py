@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from shared import AsyncClient, Client, FileRead
-from shared.embedded_redis import EmbeddedRedis
 from shared.errors import InvalidInput, NotConfigured, NotFound, PathRefused
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.steps import ToolCall
 from shared.settings import Settings
-from shared.steps import ToolCall
 from shared.workspace import MAX_READ_BYTES, read_file
 from worker.tools import ToolContext, default_registry
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import redis
 
-from shared.approvals import DeliveryEntry, PassiveEvent
-from shared.events import EVENT, ConversationStatus, StatusEvent, StepEvent, TurnStatus
-from shared.keys import KeySpace
+from shared.models.events import EVENT, ConversationStatus, StatusEvent, StepEvent, TurnStatus
+from shared.models.notifications import DeliveryEntry, PassiveEvent
+from shared.models.steps import Step, StepStatus
 from shared.settings import Settings
-from shared.steps import Step, StepStatus
+from shared.store.keys import KeySpace
 from worker.flush import Flush, TurnEnd
 from worker.writer import LeaseLost, Writer
 

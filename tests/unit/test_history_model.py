@@ -10,10 +10,10 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.embedded_redis import EmbeddedRedis
-from shared.history import HistoryStore
-from shared.keys import KeySpace
-from shared.steps import Step, StepSource, StepTarget, StepType, UsageMetadata
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.steps import Step, StepSource, StepTarget, StepType, UsageMetadata
+from shared.store.history import HistoryStore
+from shared.store.keys import KeySpace
 from tests.reference_history import ReferenceHistory
 
 KEYS = KeySpace(prefix="model")

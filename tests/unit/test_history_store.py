@@ -8,9 +8,9 @@ import pytest
 import redis
 
 from shared.errors import CorruptRecord, StorageError
-from shared.history import HistoryStore
-from shared.keys import KeySpace
-from shared.steps import Step, StepSource, StepType, UsageMetadata
+from shared.models.steps import Step, StepSource, StepType, UsageMetadata
+from shared.store.history import HistoryStore
+from shared.store.keys import KeySpace
 
 
 def step(n: int) -> Step:

@@ -6,11 +6,11 @@ import time
 
 import redis
 
-from shared.approvals import Notification, ResolutionKind
-from shared.keys import KeySpace
-from shared.notifications import NotificationStore, index_commands
+from shared.models.notifications import Notification, ResolutionKind
+from shared.models.steps import ToolCall
 from shared.settings import Settings
-from shared.steps import ToolCall
+from shared.store.keys import KeySpace
+from shared.store.notifications import NotificationStore, index_commands
 
 
 def put(

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import redis
 
-from shared.approvals import DeliveryEntry, NotificationKind
+from shared.client.receiver import NotificationReceiver
 from shared.errors import StorageError
-from shared.keys import KeySpace
-from shared.notification_stream import NotificationReceiver
-from shared.notifications import NotificationStore
+from shared.models.notifications import DeliveryEntry, NotificationKind
 from shared.settings import Settings
+from shared.store.keys import KeySpace
+from shared.store.notifications import NotificationStore
 
 STREAM = "deliveries"
 

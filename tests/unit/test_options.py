@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config import ConversationOptions, PromptOptions, ToolSelection
 from shared.errors import InvalidInput
+from shared.models.config import ConversationOptions, PromptOptions, ToolSelection
 from shared.settings import Settings
 from shared.validation import conversation_options, prompt_options
 from webui.api.models import ConversationOptionsBody, NewConversation

@@ -6,10 +6,10 @@ import pytest
 import redis
 from pydantic import ValidationError
 
-from shared.config import ConversationConfig, ToolPolicy
 from shared.errors import NotFound
-from shared.keys import KeySpace
-from shared.policy import (
+from shared.models.config import ConversationConfig, ToolPolicy
+from shared.store.keys import KeySpace
+from shared.store.policy import (
     ALWAYS_ASK,
     OperatorPolicy,
     PolicyRule,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import redis
 
-from shared.keys import KeySpace
-from shared.rate_limit import RateLimiter
 from shared.settings import RateLimit
+from shared.store.keys import KeySpace
+from shared.store.rate_limit import RateLimiter
 
 
 def limiter(client: redis.Redis, keys: KeySpace, **limit: float) -> tuple[RateLimiter, list[float]]:

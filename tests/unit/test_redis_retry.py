@@ -10,11 +10,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from shared.cli.retry import RedisRetry, unreachable
-from shared.embedded_redis import free_port
+from shared.client.tasks import TaskSender
 from shared.errors import SettingsError, StorageError
-from shared.redis_client import storage_errors
+from shared.local.embedded_redis import free_port
 from shared.settings import Settings, load_settings
-from shared.tasks import TaskSender
+from shared.store.connection import storage_errors
 
 
 def refused() -> StorageError:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import shared.schema
-import shared.schema_limits
-import shared.schema_validator
+import shared.schema.limits
+import shared.schema.validator
 from shared.errors import InvalidInput
 from shared.schema import (
     MAX_PATTERN_CHARS,
@@ -53,7 +53,7 @@ def doubling(levels: int) -> dict[str, Any]:
     return {"$defs": defs, "$ref": "#/$defs/d0"}
 
 
-@pytest.mark.parametrize("module", [shared.schema, shared.schema_limits, shared.schema_validator])
+@pytest.mark.parametrize("module", [shared.schema, shared.schema.limits, shared.schema.validator])
 def test_declared_names_exist(module: Any) -> None:
     assert module.__all__ and all(hasattr(module, name) for name in module.__all__)
 

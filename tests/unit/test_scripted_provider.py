@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.config import ToolSelection
 from shared.errors import ProviderError
+from shared.models.config import ToolSelection
+from shared.models.steps import ToolCall
 from shared.settings import Settings
-from shared.steps import ToolCall
 from worker.providers.base import (
     FinishEvent,
     Message,

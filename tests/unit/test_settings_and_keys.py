@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from shared.errors import InvalidInput, NotFound, ProviderError, SettingsError, SignoffError
-from shared.keys import KeySpace
+from shared.models.steps import StepStatus, StepType
 from shared.settings import load_settings
-from shared.steps import StepStatus, StepType
+from shared.store.keys import KeySpace
 
 
 def test_invalid_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

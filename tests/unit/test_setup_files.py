@@ -57,7 +57,7 @@ def test_the_build_backend_is_bounded_and_takes_an_spdx_license() -> None:
 
 
 def test_every_lua_script_ships_as_package_data() -> None:
-    """Scripts are read at import (`shared.lua.lua_source`): a wheel without them cannot start."""
+    """Scripts are read at import (`shared.store.lua.lua_source`): a wheel needs every one."""
     shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     patterns = shipped["package-data"]
     scripts = sorted(ROOT.glob("*/lua/*.lua"))

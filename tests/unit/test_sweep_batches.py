@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import redis
 
-from shared.batch_scripts import TRANSITION
-from shared.batches import BatchConfig, BatchState, BatchStore
-from shared.keys import KeySpace
 from shared.settings import Settings
+from shared.store.batch_scripts import TRANSITION
+from shared.store.batches import BatchConfig, BatchState, BatchStore
+from shared.store.keys import KeySpace
 from tests.unit.test_batch_hold import Sent, held, lines
 from worker.sweeper import Sweeper
 

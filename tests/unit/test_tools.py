@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 import worker.tools
-from shared.config import ToolPolicy
 from shared.errors import Conflict, InvalidInput, NotFound, SettingsError
+from shared.models.config import ToolPolicy
+from shared.models.steps import ToolCall
 from shared.settings import Settings
-from shared.steps import ToolCall
 from worker.providers.base import ToolSpec
 from worker.tools import (
     BUILTIN_TOOLS,

@@ -7,9 +7,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.chunks import Text
+from shared.client.drivers import drive, drive_async
+from shared.client.follow import (
+    BLOCK_MS,
+    IdleWaiter,
+    ReadEvents,
+    ReadRecord,
+    TurnFollower,
+)
 from shared.errors import Cancelled, TurnFailed
-from shared.events import (
+from shared.models.chunks import Text
+from shared.models.events import (
     CancelledEvent,
     ChatResponse,
     CompletedEvent,
@@ -18,15 +26,7 @@ from shared.events import (
     StepEvent,
     TurnStartedEvent,
 )
-from shared.steps import Step, StepSource, StepTarget, StepType
-from shared.stream_drivers import drive, drive_async
-from shared.turn_stream import (
-    BLOCK_MS,
-    IdleWaiter,
-    ReadEvents,
-    ReadRecord,
-    TurnFollower,
-)
+from shared.models.steps import Step, StepSource, StepTarget, StepType
 
 CID = "c1"
 

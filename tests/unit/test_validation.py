@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.content import Content, Media, SlashCommand, TextPart
 from shared.errors import PayloadTooLarge, PromptRejected
+from shared.models.content import Content, Media, SlashCommand, TextPart
 from shared.settings import Settings
 from shared.validation import strip_control_characters, validate_prompt
 

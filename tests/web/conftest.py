@@ -13,12 +13,12 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.embedded_redis import EmbeddedRedis
-from shared.emit import EMIT_LUA, encode_event
-from shared.events import EventBase
-from shared.lua import LuaScript
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.events import EventBase
 from shared.settings import Settings
-from shared.users import Role
+from shared.store.emit import EMIT_LUA, encode_event
+from shared.store.lua import LuaScript
+from shared.store.users import Role
 from tests.stack import WorkerProcess
 from webui import create_app
 from webui.services import Services

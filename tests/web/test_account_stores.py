@@ -9,9 +9,9 @@ import pytest
 import redis
 
 from shared.errors import InvalidInput, NotFound
-from shared.keys import KeySpace
-from shared.sessions import SessionStore
-from shared.users import LoginThrottle, Role, TokenStore, UserStore
+from shared.store.keys import KeySpace
+from shared.store.sessions import SessionStore
+from shared.store.users import LoginThrottle, Role, TokenStore, UserStore
 
 PASSWORD = "correct horse battery"
 
@@ -108,7 +108,7 @@ def test_disable_and_revoke_are_logged_with_the_actor(
 ) -> None:
     users, tokens = UserStore(real_redis, keys), TokenStore(real_redis, keys)
     users.add("ada", PASSWORD)
-    with caplog.at_level(logging.INFO, logger="shared.users"):
+    with caplog.at_level(logging.INFO, logger="shared.store.users"):
         users.disable("ada", actor="session root")
         issued = tokens.issue("ci", Role.VIEWER, actor="session root")
         tokens.revoke(issued.info.token_id, actor="token deployer")

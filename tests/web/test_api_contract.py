@@ -15,7 +15,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from jsonschema import Draft202012Validator, FormatChecker
 
-from shared.approvals import Notification
+from shared.models.notifications import Notification
 from tests.web.conftest import AppFactory, new_conversation
 from webui.api.openapi import build_document
 from webui.queries import EventsQuery

@@ -8,8 +8,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.events import TurnStatus
-from shared.steps import UsageMetadata
+from shared.models.events import TurnStatus
+from shared.models.steps import UsageMetadata
 from tests.web.conftest import new_conversation
 from webui.services import Services
 

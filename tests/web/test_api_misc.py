@@ -9,8 +9,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.embedded_redis import free_port
-from shared.users import Role
+from shared.local.embedded_redis import free_port
+from shared.store.users import Role
 from tests.web.conftest import AppFactory, bearer, services_of
 from webui.services import Services
 

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from shared.content import Content
-from shared.patterns import NOT_BLANK, NOT_SPACE
+from shared.models.content import Content
+from shared.models.patterns import NOT_BLANK, NOT_SPACE
 from shared.settings import Settings
-from shared.users import TOKEN_NAME_PATTERN
+from shared.store.users import TOKEN_NAME_PATTERN
 from shared.validation import strip_control_characters, validate_prompt
 from webui.api.prompt_body import BASE64
 

@@ -8,10 +8,10 @@ import io
 import pytest
 from flask.testing import FlaskClient
 
-from shared.content import Content
-from shared.events import ChatResponse
-from shared.history import HistoryStore
-from shared.steps import Step, StepSource, StepType, UsageMetadata
+from shared.models.content import Content
+from shared.models.events import ChatResponse
+from shared.models.steps import Step, StepSource, StepType, UsageMetadata
+from shared.store.history import HistoryStore
 from tests.web.conftest import AppFactory, bearer, new_conversation, services_of
 from webui.services import Services
 

@@ -8,7 +8,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.users import Role
+from shared.store.users import Role
 from tests.web.conftest import OPERATOR, bearer, page_csrf, sign_in
 from webui.services import Services
 
@@ -54,7 +54,7 @@ def test_create_list_use_and_revoke_a_token(
     assert plain not in listing.text
     (mine,) = [item for item in listing.json["items"] if item["id"] == token_id]
     assert mine["name"] == "deploy bot" and mine["last_used_at"] is not None
-    with caplog.at_level(logging.INFO, logger="shared.users"):
+    with caplog.at_level(logging.INFO, logger="shared.store.users"):
         revoked = http.delete(f"/api/v1/tokens/{token_id}", headers=operator)
     assert revoked.status_code == 200 and revoked.json["id"] == token_id
     assert f"revoked by token {Role.OPERATOR.value} token" in caplog.text
@@ -119,7 +119,7 @@ def test_disable_ends_sessions_and_enable_lets_back_in(
         }
     ]
     http = app.test_client()
-    with caplog.at_level(logging.INFO, logger="shared.users"):
+    with caplog.at_level(logging.INFO, logger="shared.store.users"):
         disabled = http.post(f"/api/v1/users/{OPERATOR[0]}/disable", headers=operator)
     assert disabled.status_code == 200
     assert (disabled.json["disabled"], disabled.json["sessions"]) == (True, 0)

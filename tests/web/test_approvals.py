@@ -9,7 +9,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.users import Role
+from shared.store.users import Role
 from tests.web.conftest import OPERATOR, bearer, form_csrf, new_conversation, sign_in
 from webui.services import Services
 

@@ -10,7 +10,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.users import Role
+from shared.store.users import Role
 from tests.web.conftest import (
     OPERATOR,
     batch_when,

@@ -13,9 +13,9 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 from werkzeug.serving import make_server
 
-from shared.embedded_redis import free_port
+from shared.local.embedded_redis import free_port
 from shared.settings import Settings
-from shared.users import Role
+from shared.store.users import Role
 from tests.stack import ROOT, WorkerProcess
 from tests.web.conftest import OPERATOR, SECRET
 from webui import create_app

@@ -10,8 +10,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.approvals import Allow, Resolution
-from shared.users import Role
+from shared.models.notifications import Allow, Resolution
+from shared.store.users import Role
 from tests.web.conftest import (
     OPERATOR,
     batch_when,

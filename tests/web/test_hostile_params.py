@@ -8,7 +8,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from shared.errors import InvalidInput
-from shared.keys import ID_PATTERN, check_id
+from shared.store.keys import ID_PATTERN, check_id
 from tests.web.conftest import bearer, new_conversation
 from webui.services import Services
 

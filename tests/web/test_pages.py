@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from flask.testing import FlaskClient
 
-from shared.history import HistoryStore
-from shared.steps import Step, StepSource, StepTarget, StepType, ToolCall, UsageMetadata
+from shared.models.steps import Step, StepSource, StepTarget, StepType, ToolCall, UsageMetadata
+from shared.store.history import HistoryStore
 from tests.web.conftest import page_csrf
 from webui.services import Services
 

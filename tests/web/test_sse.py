@@ -13,8 +13,8 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from shared.errors import StorageError
-from shared.events import StatusEvent, StepEvent, TurnStartedEvent
-from shared.steps import Step, StepSource, StepStatus, StepTarget, StepType
+from shared.models.events import StatusEvent, StepEvent, TurnStartedEvent
+from shared.models.steps import Step, StepSource, StepStatus, StepTarget, StepType
 from tests.web.conftest import emit
 from webui.services import Services
 from webui.stream_ids import parse_stream_id

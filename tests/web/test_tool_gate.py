@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from shared.config import ToolPolicy
-from shared.policy import PolicyRule, ToolInfo
-from shared.users import Role
+from shared.models.config import ToolPolicy
+from shared.store.policy import PolicyRule, ToolInfo
+from shared.store.users import Role
 from tests.web.conftest import bearer, new_conversation
 from webui.services import Services
 
@@ -218,8 +218,8 @@ def test_an_item_whose_conversation_appears_midway_fails_instead_of_running(
     svc: Services,
 ) -> None:
     """The race the check cannot close: the submit script refuses a foreign conversation."""
-    from shared.batches import BatchConfig, BatchLine
-    from shared.content import as_content
+    from shared.models.content import as_content
+    from shared.store.batches import BatchConfig, BatchLine
 
     bid = svc.batches.create(BatchConfig(), batch_id="race")
     cid = svc.batches.conversation_id(bid, "x")

@@ -11,12 +11,12 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from shared.client import Client
-from shared.config import ToolPolicy
-from shared.embedded_redis import EmbeddedRedis
-from shared.events import ConversationStatus
-from shared.policy import PolicyRule
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.config import ToolPolicy
+from shared.models.events import ConversationStatus
 from shared.settings import Settings
-from shared.users import Role
+from shared.store.policy import PolicyRule
+from shared.store.users import Role
 from tests.web.conftest import new_conversation, services_of, wait_for
 
 EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Hi", "body": "Hello."}'

@@ -7,8 +7,8 @@ from datetime import date
 import pytest
 
 from shared.errors import InvalidInput
-from shared.events import StatusEvent
-from shared.steps import UsageMetadata
+from shared.models.events import StatusEvent
+from shared.models.steps import UsageMetadata
 from webui.chart import usage_chart
 from webui.live.frames import event_frame
 from webui.stream_ids import is_after, parse_stream_id
@@ -152,7 +152,7 @@ def test_a_query_model_reads_what_its_document_declares() -> None:
 def test_bulk_scope_pins_the_earlier_cutoff_and_summarises() -> None:
     import time
 
-    from shared.approvals import Allow, Deny, Submit
+    from shared.models.notifications import Allow, Deny, Submit
     from webui.bulk import BulkOutcome, BulkScope, check_decision
     from webui.inbox import InboxFilter
 

@@ -1,4 +1,4 @@
-"""shared.users: password hashes, hashed tokens with roles, sign-in throttling (real Redis)."""
+"""shared.store.users: password hashes, hashed tokens with roles, sign-in throttling (real Redis)"""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import redis
 
 from shared.errors import Conflict, InvalidInput, NotFound
-from shared.keys import KeySpace
-from shared.users import LoginThrottle, Role, TokenStore, UserStore
+from shared.store.keys import KeySpace
+from shared.store.users import LoginThrottle, Role, TokenStore, UserStore
 
 
 def test_passwords_are_stored_hashed(real_redis: redis.Redis, keys: KeySpace) -> None:

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from flask import Blueprint, Response, url_for
 from pydantic import ValidationError
 
-from shared.batches import BatchStatus, BatchStore
 from shared.errors import Conflict, StorageError
-from shared.users import Role
+from shared.store.batches import BatchStatus, BatchStore
+from shared.store.users import Role
 from webui.api.models import (
     BatchCancelled,
     BatchDetail,

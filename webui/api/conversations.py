@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, Response, url_for
 from pydantic import ValidationError
 
-from shared.policy import policy_table
-from shared.users import Role
+from shared.store.policy import policy_table
+from shared.store.users import Role
 from webui.api.models import (
     ConversationDetail,
     ConversationList,

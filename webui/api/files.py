@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from shared.users import Role
+from shared.store.users import Role
 from shared.workspace import MAX_READ_BYTES, FileRead, read_file
 from webui.api.replies import reply
 from webui.auth import current_principal, requires

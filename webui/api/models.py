@@ -6,21 +6,21 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.approvals import Allow, Deny, NotificationStatus, ResolutionKind
-from shared.batches import BatchConfig, BatchInfo, BatchState, BatchStatus
-from shared.config import (
+from shared.models.config import (
     INTEGRAL,
     ConversationConfig,
     ConversationOptions,
     PromptOptions,
     ToolPolicy,
 )
-from shared.content import Content
-from shared.conversations import ConversationRecord
-from shared.events import ChatResponse, ConversationStatus, TurnStatus
-from shared.keys import ID_PATTERN
-from shared.patterns import NOT_SPACE
-from shared.steps import Step, UsageMetadata
+from shared.models.content import Content
+from shared.models.events import ChatResponse, ConversationStatus, TurnStatus
+from shared.models.notifications import Allow, Deny, NotificationStatus, ResolutionKind
+from shared.models.patterns import NOT_SPACE
+from shared.models.steps import Step, UsageMetadata
+from shared.store.batches import BatchConfig, BatchInfo, BatchState, BatchStatus
+from shared.store.conversations import ConversationRecord
+from shared.store.keys import ID_PATTERN
 from webui.bulk import BULK_LIMIT
 
 __all__ = [
@@ -71,7 +71,7 @@ class RequestBody(BaseModel):
 
 
 class ConversationOptionsBody(ConversationOptions):
-    """`shared.config.ConversationOptions` read as a request body (strict, no unknown fields).
+    """`shared.models.config.ConversationOptions` as a request body (strict, no unknown fields).
 
     Below the operator role, `tools` may only tighten the operator's tool policy, and
     `allow_all` and `labels` are refused (403 naming the field).

@@ -7,8 +7,8 @@ from typing import Annotated
 from flask import Blueprint, Response
 from pydantic import BaseModel, Field, RootModel
 
-from shared.approvals import Allow, Deny, Notification, Resolution, Submit
-from shared.users import Role
+from shared.models.notifications import Allow, Deny, Notification, Resolution, Submit
+from shared.store.users import Role
 from webui.api.models import BulkResolveBody, BulkResolveResult, DenyBody
 from webui.api.replies import reply
 from webui.auth import current_principal, requires

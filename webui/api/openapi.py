@@ -16,7 +16,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json
 from pydantic_core import core_schema
 
 from shared.settings import Settings
-from shared.users import Role
+from shared.store.users import Role
 from webui.api import prompt_body
 from webui.api.models import ErrorResponse
 from webui.auth import required_role, requires

@@ -8,8 +8,8 @@ from flask import Blueprint, Response
 from pydantic import BaseModel, Field
 
 from shared.errors import NotFound
-from shared.policy import PolicyChange, PolicyRule
-from shared.users import Role
+from shared.store.policy import PolicyChange, PolicyRule
+from shared.store.users import Role
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.operations import operation

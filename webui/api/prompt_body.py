@@ -16,9 +16,16 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import JsonDict, JsonValue
 
-from shared.config import MAX_TURN_TIMEOUT_S, PromptOptions, ToolSelection
-from shared.content import SLASH_COMMANDS, Content, ContentPart, Media, SlashCommand, TextPart
-from shared.patterns import NOT_BLANK
+from shared.models.config import MAX_TURN_TIMEOUT_S, PromptOptions, ToolSelection
+from shared.models.content import (
+    SLASH_COMMANDS,
+    Content,
+    ContentPart,
+    Media,
+    SlashCommand,
+    TextPart,
+)
+from shared.models.patterns import NOT_BLANK
 from shared.settings import Settings
 
 __all__ = [
@@ -93,7 +100,7 @@ class PromptContent(BaseModel):
 class PromptBody(PromptOptions):
     """A prompt: `text` (``/compact`` or ``/help`` is a slash command) or `content` with parts.
 
-    Beside it, the prompt's own options (`shared.config.PromptOptions`), for its turn only.
+    Beside it, the prompt's own options (`shared.models.config.PromptOptions`), for its turn only.
     """
 
     model_config = ConfigDict(

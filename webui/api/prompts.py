@@ -7,10 +7,10 @@ from typing import Any
 from flask import Blueprint, Response, request, url_for
 from pydantic import ValidationError
 
-from shared.content import Content, ContentPart, Media, as_content
 from shared.errors import CorruptRecord
-from shared.events import ChatResponse, TurnStatus
-from shared.users import Role
+from shared.models.content import Content, ContentPart, Media, as_content
+from shared.models.events import ChatResponse, TurnStatus
+from shared.store.users import Role
 from webui.api.models import PromptAccepted, TurnView
 from webui.api.prompt_body import PromptBody
 from webui.api.replies import reply

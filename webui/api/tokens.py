@@ -7,7 +7,13 @@ from typing import Annotated
 from flask import Blueprint, Response
 from pydantic import BaseModel, Field
 
-from shared.users import MAX_TOKEN_LIFETIME_S, MAX_TOKEN_NAME, TOKEN_NAME_PATTERN, ApiToken, Role
+from shared.store.users import (
+    MAX_TOKEN_LIFETIME_S,
+    MAX_TOKEN_NAME,
+    TOKEN_NAME_PATTERN,
+    ApiToken,
+    Role,
+)
 from webui.api.models import INTEGRAL, RequestBody
 from webui.api.replies import reply
 from webui.auth import actor, requires

@@ -6,7 +6,7 @@ from datetime import date
 
 from flask import Blueprint, Response
 
-from shared.users import Role
+from shared.store.users import Role
 from webui.api.models import UsageDayView, UsageResponse
 from webui.api.replies import reply
 from webui.auth import requires

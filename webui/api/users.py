@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response
 from pydantic import BaseModel, Field
 
-from shared.users import Role, UserInfo
+from shared.store.users import Role, UserInfo
 from webui.api.replies import reply
 from webui.auth import actor, requires
 from webui.operations import operation

@@ -19,9 +19,9 @@ import threading
 
 import redis
 
-from shared.emit import split_message
 from shared.errors import CorruptRecord, StorageError
-from shared.event_log import parse_event
+from shared.store.emit import split_message
+from shared.store.event_log import parse_event
 from webui.live.frames import event_frame
 from webui.live.subscription import LiveEvent, Subscription
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.events import EventBase
+from shared.models.events import EventBase
 
 __all__ = ["comment", "event_frame", "retry_frame"]
 

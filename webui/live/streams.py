@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from flask import Response
 
 from shared.errors import StorageError
-from shared.event_log import EventLog
-from shared.events import EventBase
+from shared.models.events import EventBase
+from shared.store.event_log import EventLog
 from webui.live.broadcaster import Broadcaster
 from webui.live.frames import comment, event_frame, retry_frame
 from webui.live.subscription import Subscription

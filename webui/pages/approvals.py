@@ -7,9 +7,9 @@ from typing import Any
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from shared.approvals import Notification, ResolutionKind
 from shared.errors import InvalidInput, NotFound, SignoffError
-from shared.users import Role
+from shared.models.notifications import Notification, ResolutionKind
+from shared.store.users import Role
 from webui.auth import current_principal, requires
 from webui.inbox import AGE_CHOICES
 from webui.queries import InboxPageQuery

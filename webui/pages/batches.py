@@ -9,7 +9,7 @@ from flask import Blueprint, flash, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 
 from shared.errors import SignoffError
-from shared.users import Role
+from shared.store.users import Role
 from webui.auth import requires
 from webui.batch_overview import batch_detail, batch_page
 from webui.queries import OffsetQuery

@@ -8,9 +8,9 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 
-from shared.approvals import RESOLUTION, Resolution, ResolutionKind
 from shared.errors import InvalidInput
-from shared.users import Role
+from shared.models.notifications import RESOLUTION, Resolution, ResolutionKind
+from shared.store.users import Role
 from webui.auth import current_principal, requires
 from webui.bulk import BULK_LIMIT, BulkScope, CountChanged, apply
 from webui.errors import HttpProblem

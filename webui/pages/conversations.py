@@ -9,9 +9,9 @@ from flask.typing import ResponseReturnValue
 
 from shared.client import Conversation
 from shared.errors import SignoffError
-from shared.events import ConversationStatus
-from shared.policy import policy_table
-from shared.users import Role
+from shared.models.events import ConversationStatus
+from shared.store.policy import policy_table
+from shared.store.users import Role
 from webui.auth import current_principal, requires
 from webui.gate import check_conversation_owner
 from webui.listing import list_conversations

@@ -6,10 +6,10 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 
-from shared.config import ToolPolicy
 from shared.errors import SignoffError
-from shared.policy import PolicyRule
-from shared.users import Role
+from shared.models.config import ToolPolicy
+from shared.store.policy import PolicyRule
+from shared.store.users import Role
 from webui.auth import current_principal, requires
 from webui.policy_overview import policy_view
 from webui.services import services

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, render_template
 from flask.typing import ResponseReturnValue
 
-from shared.users import Role
+from shared.store.users import Role
 from webui.auth import requires
 from webui.chart import usage_chart
 from webui.queries import UsageQuery

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from shared.config import ToolSelection
-from shared.content import Media
-from shared.steps import ToolCall, UsageMetadata
+from shared.models.config import ToolSelection
+from shared.models.content import Media
+from shared.models.steps import ToolCall, UsageMetadata
 
 __all__ = [
     "FinishEvent",

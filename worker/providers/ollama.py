@@ -27,10 +27,10 @@ from typing import Any
 
 import httpx
 
-from shared.config import ToolSelection
 from shared.errors import ProviderError, RateLimited
+from shared.models.config import ToolSelection
+from shared.models.steps import ToolCall, UsageMetadata
 from shared.settings import Settings
-from shared.steps import ToolCall, UsageMetadata
 from worker.providers.base import (
     FinishEvent,
     Message,

@@ -42,11 +42,11 @@ from openai.types.chat import ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import Choice, ChoiceDelta, ChoiceDeltaToolCall
 from openai.types.completion_usage import CompletionUsage
 
-from shared.config import ToolSelection
-from shared.content import Media
 from shared.errors import ProviderError, RateLimited
+from shared.models.config import ToolSelection
+from shared.models.content import Media
+from shared.models.steps import ToolCall, UsageMetadata
 from shared.settings import Settings
-from shared.steps import ToolCall, UsageMetadata
 from worker.providers.base import (
     FinishEvent,
     Message,

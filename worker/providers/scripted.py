@@ -82,10 +82,10 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.config import ToolSelection
 from shared.errors import InvalidInput, ProviderError
+from shared.models.config import ToolSelection
+from shared.models.steps import ToolCall, UsageMetadata
 from shared.settings import Settings
-from shared.steps import ToolCall, UsageMetadata
 from worker.providers.base import (
     FinishEvent,
     Message,

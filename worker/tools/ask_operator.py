@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.config import ToolPolicy
 from shared.errors import InvalidInput
+from shared.models.config import ToolPolicy
 from shared.schema import check_schema
 from worker.tools.base import ToolContext, ToolFailed, object_schema, tool
 

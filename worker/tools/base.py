@@ -14,8 +14,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, SchemaError
 
-from shared.config import ToolPolicy
 from shared.errors import InvalidInput, SignoffError
+from shared.models.config import ToolPolicy
 from shared.settings import Settings
 from worker.providers.base import ToolSpec
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
-from shared.config import ToolPolicy
+from shared.models.config import ToolPolicy
 from worker.tools.base import Tool, ToolContext, ToolFailed, object_schema, tool
 
 __all__ = ["DEMO_TOOLS", "MAX_EXPRESSION_CHARS", "calculator", "evaluate", "get_time", "send_email"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from shared.config import ToolPolicy
+from shared.models.config import ToolPolicy
 from shared.settings import Settings
 from shared.workspace import (
     MAX_READ_BYTES,

@@ -16,8 +16,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from shared.errors import Conflict, NotFound, SettingsError
+from shared.models.steps import ToolCall
 from shared.settings import Settings
-from shared.steps import ToolCall
 from worker.providers.base import ToolSpec
 from worker.tools.ask_operator import ask_operator
 from worker.tools.base import Tool, ToolContext, ToolFailed

@@ -1,0 +1,124 @@
+"""Sending Signoff's tasks by name, so the web process never imports the worker.
+
+Also the one place that fixes Celery's non-optional settings, shared by the
+producer here and the worker app: JSON only, late acks, prefetch of one, no
+results, and a visibility timeout set everywhere Celery reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import redis
+from celery import Celery
+from kombu import Connection
+from kombu.exceptions import KombuError, LimitExceeded
+
+from shared.errors import StorageError
+from shared.settings import Settings
+from shared.store.connection import PoolBound
+
+__all__ = [
+    "ADVANCE",
+    "BROKER_POOL",
+    "SWEEP",
+    "Advancer",
+    "TaskSender",
+    "celery_config",
+    "queue_name",
+]
+
+ADVANCE = "signoff.advance"
+SWEEP = "signoff.sweep"
+BROKER_POOL = PoolBound("task-sending broker", "broker_connections")
+
+
+def queue_name(settings: Settings) -> str:
+    return f"{settings.key_prefix}.turns"
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """Celery settings that are not optional (see docs/architecture.md)."""
+    transport = {
+        "visibility_timeout": settings.visibility_timeout_s,
+        "global_keyprefix": f"{settings.key_prefix}:celery:",
+    }
+    return {
+        "broker_url": settings.redis_url,
+        "broker_transport_options": transport,
+        "result_backend_transport_options": transport,
+        "broker_connection_retry_on_startup": True,
+        "broker_pool_limit": settings.broker_connections,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "event_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_ignore_result": True,
+        "worker_prefetch_multiplier": 1,
+        "task_default_queue": queue_name(settings),
+        "task_default_exchange": queue_name(settings),
+        "task_default_routing_key": queue_name(settings),
+        "worker_hijack_root_logger": False,
+        "worker_send_task_events": False,
+        "task_send_sent_event": False,
+    }
+
+
+class Advancer(Protocol):
+    """Anything that can ask for a conversation's next leg."""
+
+    def advance(self, conversation_id: str) -> None: ...
+
+
+class TaskSender:
+    """A producer-only Celery app: sends `advance` by name.
+
+    Threads may share one: each send borrows a connection of the broker pool
+    (`broker_connections`), waiting up to `redis_pool_wait_s` for a free one.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.app = Celery("signoff-producer", set_as_current=False)
+        self.app.conf.update(celery_config(settings))
+
+    def advance(self, conversation_id: str) -> None:
+        self._send(ADVANCE, f"sending advance for conversation {conversation_id}", conversation_id)
+
+    def sweep(self) -> None:
+        self._send(SWEEP, "sending a sweep")
+
+    def _send(self, name: str, action: str, *args: str) -> None:
+        with _broker_errors(action), self._connection(action) as connection:
+            self.app.send_task(name, args=list(args), connection=connection)
+
+    @contextmanager
+    def _connection(self, action: str) -> Iterator[Connection]:
+        """A pooled broker connection, waited for with a limit.
+
+        Celery's own producer pool cannot bound the wait: it grows by the pool limit each
+        time an app looks it up, and its producers then wait for a connection forever.
+        """
+        try:
+            connection = self.app.pool.acquire(block=True, timeout=self.settings.redis_pool_wait_s)
+        except LimitExceeded as exc:
+            raise StorageError(f"{action}: {BROKER_POOL.exhausted(self.settings)}") from exc
+        with connection:
+            yield connection
+
+    def close(self) -> None:
+        self.app.close()
+
+
+@contextmanager
+def _broker_errors(action: str) -> Iterator[None]:
+    """The broker (Redis) failing to take a task becomes StorageError, as any Redis failure."""
+    try:
+        yield
+    except (KombuError, redis.RedisError, OSError) as exc:
+        raise StorageError(f"{action}: {exc.__class__.__name__}: {exc}") from exc

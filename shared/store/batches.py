@@ -1,0 +1,574 @@
+"""Batches: many prompts, one configuration, each prompt its own conversation.
+
+Items are submitted in pipelined chunks (bounded memory for any file size) and
+queued on the batch; a per-batch cap decides how many are dispatched at once.
+Every change of an item's state goes through one script on the batch's keys that
+is idempotent (a repeated transition changes nothing), keeps the counts and usage
+totals, and dispatches queued items as running ones leave.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import redis
+from pydantic import BaseModel, Field, ValidationError
+
+from shared.client.tasks import Advancer
+from shared.errors import Conflict, CorruptRecord, NotFound, SignoffError
+from shared.models.config import ConversationConfig, PromptOptions
+from shared.models.content import Content
+from shared.models.steps import USAGE_FIELDS, UsageMetadata
+from shared.settings import Settings
+from shared.store.batch_scripts import CREATE, REGISTER, TRANSITION
+from shared.store.connection import storage_errors
+from shared.store.conversations import ConversationStore, OnCorrupt, allow_field, new_id
+from shared.store.keys import KeySpace, check_id
+from shared.validation import prompt_options, validate_prompt
+
+__all__ = [
+    "LINE_OPTIONS",
+    "BatchConfig",
+    "BatchInfo",
+    "BatchLine",
+    "BatchState",
+    "BatchStatus",
+    "BatchStore",
+    "SubmitReport",
+    "batch_owner",
+    "line_options",
+    "parse_line",
+]
+
+CHUNK = 500
+
+
+class BatchState(str, Enum):
+    """Where one item of a batch stands."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INVALID = "invalid"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    {BatchState.DONE, BatchState.FAILED, BatchState.CANCELLED, BatchState.INVALID}
+)
+
+
+class BatchStatus(str, Enum):
+    SUBMITTING = "submitting"
+    RUNNING = "running"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+
+class BatchConfig(BaseModel):
+    """What every prompt of the batch shares."""
+
+    conversation: ConversationConfig = Field(default_factory=ConversationConfig)
+    max_concurrency: int = Field(16, gt=0, le=10_000)
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    """One input line: its number, its id, and its prompt or what was wrong with it."""
+
+    line: int
+    id: str
+    prompt: Content | None = None
+    error: str = ""
+    options: PromptOptions | None = None  # this item's prompt options, over the batch's
+
+
+@dataclass
+class SubmitReport:
+    submitted: int = 0
+    skipped: int = 0
+    invalid: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Where one item's replies sit in its chunk's pipeline."""
+
+    cid: str
+    submit_reply: int | None  # the submit script's reply: ['not_owner'] when the id was taken
+    items_reply: int  # RPUSH to the items list: its length, so the item's index
+
+
+def batch_owner(bid: str) -> str:
+    """The owner recorded on a batch item's conversation: no caller can be called that."""
+    return f"batch:{bid}"
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    batch_id: str
+    status: BatchStatus
+    total: int
+    counts: dict[BatchState, int]
+    usage: UsageMetadata
+    config: BatchConfig
+    created_at: float
+
+    @property
+    def finished(self) -> int:
+        return sum(self.counts[state] for state in _TERMINAL)
+
+
+def parse_line(number: int, raw: str, settings: Settings) -> BatchLine | None:
+    """One JSONL line as an item; None for a blank line; an error names what was wrong."""
+    if not raw.strip():
+        return None
+    fallback = f"line-{number}"
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        return BatchLine(number, fallback, error=f"line {number}: not JSON ({exc})")
+    if not isinstance(data, dict):
+        return BatchLine(number, fallback, error=f"line {number}: expected a JSON object")
+    item_id = str(data.get("id", fallback))
+    prompt = data.get("prompt", data.get("content"))
+    if prompt is None:
+        return BatchLine(number, item_id, error=f"line {number}: missing 'prompt'")
+    try:
+        content = validate_prompt(
+            prompt if isinstance(prompt, str) else Content.model_validate(prompt), settings
+        )
+        options = line_options(data)
+    except (SignoffError, ValidationError) as exc:
+        return BatchLine(number, item_id, error=f"line {number}: {exc}")
+    return BatchLine(number, item_id, prompt=content, options=options)
+
+
+LINE_OPTIONS = ("tool_selection", "timeout_s", "response_schema")
+"""The prompt options a batch line (or API item) may carry beside its prompt."""
+
+
+def line_options(data: dict[str, Any]) -> PromptOptions:
+    """A line's own `tool_selection`, `timeout_s` and `response_schema`, checked."""
+    chosen = {name: data[name] for name in LINE_OPTIONS if data.get(name) is not None}
+    return prompt_options(**chosen)
+
+
+class BatchStore:
+    """Creates batches, submits their items, keeps their counts, and reads their results."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        settings: Settings,
+        tasks: Advancer | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self.tasks = tasks
+        self.conversations = ConversationStore(client, keys, settings)
+
+    def create(
+        self, config: BatchConfig, *, batch_id: str | None = None, created_by: str = ""
+    ) -> str:
+        """A new batch, or the existing one with this id (to resume a submission)."""
+        bid = check_id(batch_id or new_id()[:16], "batch id")
+        conversation = config.conversation.model_copy(update={"batch_id": bid})
+        stored = config.model_copy(update={"conversation": conversation})
+        raw_config = stored.model_dump_json()
+        now = time.time()
+        args = [raw_config, BatchStatus.SUBMITTING.value, config.max_concurrency, now, created_by]
+        with (
+            storage_errors(f"creating batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            CREATE.queue(pipe, [self.keys.batch(bid)], args)
+            pipe.zadd(self.keys.batches(), {bid: now}, nx=True)  # again if a retry created it
+            pipe.execute()
+        return bid
+
+    def exists(self, bid: str) -> bool:
+        with storage_errors(f"reading batch {bid}"):
+            return bool(self.client.hexists(self.keys.batch(bid), "config"))
+
+    def created_by(self, bid: str) -> str:
+        """Who created the batch ("" for a direct client); NotFound when there is none."""
+        with storage_errors(f"reading batch {bid}"):
+            meta = self.client.hmget(self.keys.batch(bid), ["config", "created_by"])
+        if meta[0] is None:
+            raise NotFound(f"batch {bid} does not exist")
+        return str(meta[1] or "")
+
+    def config(self, bid: str) -> BatchConfig:
+        with storage_errors(f"reading batch {bid}"):
+            raw = self.client.hget(self.keys.batch(bid), "config")
+        if raw is None:
+            raise NotFound(f"batch {bid} does not exist")
+        try:
+            return BatchConfig.model_validate_json(str(raw))
+        except ValidationError as exc:
+            raise CorruptRecord(f"config of {self.keys.batch(bid)} does not parse") from exc
+
+    def tool_allowed(self, bid: str, tool: str) -> bool:
+        """Whether an operator allowed `tool` for the rest of the batch."""
+        with storage_errors(f"reading batch {bid}"):
+            return self.client.hget(self.keys.batch(bid), allow_field(tool)) == "1"
+
+    def allow_tool(self, bid: str, tool: str) -> None:
+        """Allows `tool` for the rest of the batch: its calls in every item run unasked."""
+        with storage_errors(f"updating batch {bid}"):
+            self.client.hset(self.keys.batch(bid), allow_field(tool), "1")
+
+    # Submitting
+
+    def submit(
+        self, bid: str, lines: Iterable[BatchLine], report: SubmitReport | None = None
+    ) -> SubmitReport:
+        """Submits items in chunks; items whose id the batch already has are skipped.
+
+        A chunk counts in `report` once it is written, so a caller that retries after a
+        Redis failure, with the same report, counts what the failed attempt wrote as skipped.
+        """
+        config = self.config(bid).conversation
+        report = report if report is not None else SubmitReport()
+        chunk: list[BatchLine] = []
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) >= CHUNK:
+                self._submit_chunk(bid, config, chunk, report)
+                chunk = []
+        if chunk:
+            self._submit_chunk(bid, config, chunk, report)
+        return report
+
+    def finish_submission(self, bid: str) -> None:
+        """Marks the input complete: the batch is done once every item is."""
+        with storage_errors(f"updating batch {bid}"):
+            self.client.hset(self.keys.batch(bid), "status", BatchStatus.RUNNING.value)
+        self.dispatch(bid)
+
+    def conversation_id(self, bid: str, item_id: str) -> str:
+        """A stable conversation id per item, so a resubmitted item is recognised."""
+        return f"{bid}-{hashlib.sha256(item_id.encode()).hexdigest()[:16]}"
+
+    def _submit_chunk(
+        self, bid: str, config: ConversationConfig, chunk: list[BatchLine], report: SubmitReport
+    ) -> None:
+        known = self._known(bid, [line.id for line in chunk])
+        fresh = [line for line in chunk if line.id not in known]
+        self._refuse_taken(bid, fresh)
+        queued = self._queued_turns(bid, fresh)
+        written = SubmitReport(skipped=len(chunk) - len(fresh))
+        with (
+            storage_errors(f"submitting items of batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            placed = [self._queue_item(pipe, bid, config, line, queued, written) for line in fresh]
+            replies = pipe.execute()
+        report.submitted += written.submitted
+        report.skipped += written.skipped
+        report.invalid += written.invalid
+        self._fail_taken(bid, placed, replies)
+        self.dispatch(bid)
+
+    def _refuse_taken(self, bid: str, lines: list[BatchLine]) -> None:
+        """Conflict when an item's conversation id is already in use: it is never adopted."""
+        cids = [self.conversation_id(bid, line.id) for line in lines if not line.error]
+        if not cids:
+            return
+        with (
+            storage_errors(f"checking items of batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in cids:
+                pipe.hmget(self.keys.conversation(cid), ["config", "owner"])
+            owners = pipe.execute()
+        mine = batch_owner(bid)  # a chunk cut short by a Redis failure left our own behind
+        taken = [cid for cid, (cfg, who) in zip(cids, owners, strict=True) if cfg and who != mine]
+        if taken:
+            raise Conflict(
+                f"batch {bid}: conversation {taken[0]} already exists ({len(taken)} item(s) "
+                "would reuse a conversation created outside the batch); nothing of this chunk "
+                "was submitted"
+            )
+
+    def _queued_turns(self, bid: str, lines: list[BatchLine]) -> dict[str, str]:
+        """Turns already queued in the chunk's own conversations, by conversation id.
+
+        An earlier attempt cut short by a Redis failure may have created an item's
+        conversation and queued its turn without filing the item; that turn is reused, so
+        the item runs once.
+        """
+        cids = [self.conversation_id(bid, line.id) for line in lines if not line.error]
+        if not cids:
+            return {}
+        with (
+            storage_errors(f"checking items of batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in cids:
+                pipe.hget(self.keys.conversation(cid), "owner")
+                pipe.lindex(self.keys.inbox(cid), 0)
+            replies = pipe.execute()
+        mine = batch_owner(bid)
+        found = zip(cids, replies[0::2], replies[1::2], strict=True)
+        return {cid: str(turn) for cid, owner, turn in found if owner == mine and turn}
+
+    def _fail_taken(self, bid: str, placed: list[_Placed], replies: list[Any]) -> None:
+        """Items whose conversation appeared between the check and the write: failed, not run."""
+        for where in placed:
+            if where.submit_reply is None or replies[where.submit_reply][0] != "not_owner":
+                continue
+            item_index = int(replies[where.items_reply]) - 1
+            self._mark_taken(bid, where, item_index)
+
+    def _mark_taken(self, bid: str, where: _Placed, item_index: int) -> None:
+        error = f"conversation {where.cid} already existed; the item was not run in it"
+        with storage_errors(f"updating batch {bid}"):
+            raw = self.client.lindex(self.keys.batch_items(bid), item_index)
+            item = json.loads(str(raw)) if raw else {}
+            if item.get("conversation_id") == where.cid:
+                item.update(error=error, turn_id="")
+                self.client.lset(self.keys.batch_items(bid), item_index, json.dumps(item))
+        self.transition(bid, where.cid, BatchState.FAILED)
+
+    def _known(self, bid: str, item_ids: list[str]) -> set[str]:
+        with storage_errors(f"reading items of batch {bid}"):
+            found = self.client.hmget(self.keys.batch_ids(bid), item_ids)
+        return {item for item, cid in zip(item_ids, found, strict=True) if cid is not None}
+
+    def _queue_item(
+        self,
+        pipe: Any,
+        bid: str,
+        config: ConversationConfig,
+        line: BatchLine,
+        queued: dict[str, str],
+        report: SubmitReport,
+    ) -> _Placed:
+        """Queues one item: its conversation (held until dispatched) and turn, then its filing."""
+        cid = self.conversation_id(bid, line.id)
+        prompt = None if line.error else line.prompt
+        turn_id, submit_reply = queued.get(cid, ""), None
+        if prompt is not None and not turn_id:
+            turn_id = self._queue_turn(pipe, bid, config, line, prompt)
+            submit_reply = len(pipe.command_stack) - 1
+        if prompt is not None:
+            report.submitted += 1
+        else:
+            report.invalid.append((line.line, line.error))
+        state = BatchState.QUEUED if prompt is not None else BatchState.INVALID
+        item = {
+            "line": line.line,
+            "id": line.id,
+            "conversation_id": cid,
+            "turn_id": turn_id,
+            "error": line.error,
+        }
+        items_reply = len(pipe.command_stack)
+        keys = [
+            self.keys.batch(bid),
+            self.keys.batch_states(bid),
+            self.keys.batch_queue(bid),
+            self.keys.batch_items(bid),
+            self.keys.batch_ids(bid),
+        ]
+        args = [cid, json.dumps(item), state.value, line.id, int(prompt is not None)]
+        REGISTER.queue(pipe, keys, args)
+        return _Placed(cid, submit_reply, items_reply)
+
+    def _queue_turn(
+        self, pipe: Any, bid: str, config: ConversationConfig, line: BatchLine, prompt: Content
+    ) -> str:
+        """Queues the item's conversation, held, and its turn (the submit script last)."""
+        cid = self.conversation_id(bid, line.id)
+        metadata = {**config.metadata, "batch_item": line.id}
+        owner = batch_owner(bid)
+        self.conversations.queue_create(
+            pipe, cid, config.model_copy(update={"metadata": metadata}), owner=owner, held=True
+        )
+        return self.conversations.queue_submit(
+            pipe, cid, prompt, owner=owner, index=False, options=line.options
+        )
+
+    # State changes
+
+    def transition(
+        self, bid: str, cid: str, state: BatchState, usage: UsageMetadata | None = None
+    ) -> list[str]:
+        """Moves one item (idempotently), dispatches what the cap now allows, and releases it.
+
+        Returns the conversations released (and sent `advance`, given a task sender).
+        """
+        keys = [
+            self.keys.batch(bid),
+            self.keys.batch_states(bid),
+            self.keys.batch_queue(bid),
+            self.keys.batch_releasing(bid),
+        ]
+        args: list[Any] = [cid, state.value]
+        if usage is not None:
+            args += [getattr(usage, name) for name in USAGE_FIELDS]
+        with storage_errors(f"updating batch {bid}"):
+            dispatched = [str(s) for s in TRANSITION(self.client, keys, args)]
+        self._release(bid, dispatched)
+        return dispatched
+
+    def dispatch(self, bid: str) -> list[str]:
+        """Starts queued items up to the batch's concurrency cap; finishes earlier releases."""
+        return self.transition(bid, "", BatchState.QUEUED)
+
+    def _release(self, bid: str, cids: list[str]) -> None:
+        """Ends the hold of dispatched conversations and indexes them, then sends `advance`.
+
+        Until their release is confirmed they stay in the batch's `releasing` set, and the
+        next transition of the batch returns them again: releasing twice changes nothing.
+        """
+        if not cids:
+            return
+        with (
+            storage_errors(f"releasing items of batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in cids:
+                self.conversations.queue_release(pipe, cid)
+            pipe.srem(self.keys.batch_releasing(bid), *cids)
+            pipe.execute()
+        if self.tasks is not None:
+            for cid in cids:
+                self.tasks.advance(cid)
+
+    def cancel(self, bid: str) -> int:
+        """Cancels the batch: queued items at once, running and waiting ones through abort."""
+        self.config(bid)
+        with storage_errors(f"cancelling batch {bid}"):
+            self.client.hset(self.keys.batch(bid), "status", BatchStatus.CANCELLED.value)
+            states: dict[str, str] = self.client.hgetall(self.keys.batch_states(bid))  # type: ignore[assignment]
+        touched = 0
+        for cid, state in states.items():
+            if BatchState(state).is_terminal:
+                continue
+            active = self.conversations.abort(cid)
+            if state == BatchState.QUEUED.value or not active:
+                self.transition(bid, cid, BatchState.CANCELLED)
+                self._unhold(cid)
+            elif self.tasks is not None:
+                self.tasks.advance(cid)
+            touched += 1
+        return touched
+
+    def _unhold(self, cid: str) -> None:
+        """A cancelled item's conversation takes later prompts like any other."""
+        with (
+            storage_errors(f"releasing conversation {cid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            self.conversations.queue_release(pipe, cid, index=False)
+            pipe.execute()
+
+    # Reading
+
+    def info(self, bid: str) -> BatchInfo:
+        with storage_errors(f"reading batch {bid}"):
+            raw: dict[str, str] = self.client.hgetall(self.keys.batch(bid))  # type: ignore[assignment]
+        if not raw:
+            raise NotFound(f"batch {bid} does not exist")
+        try:
+            return BatchInfo(
+                batch_id=bid,
+                status=BatchStatus(raw.get("status", "running")),
+                total=int(raw.get("total", 0)),
+                counts={state: int(raw.get(f"count:{state.value}", 0)) for state in BatchState},
+                usage=UsageMetadata(**{n: int(raw.get(f"usage:{n}", 0)) for n in USAGE_FIELDS}),
+                config=BatchConfig.model_validate_json(raw.get("config", "")),
+                created_at=float(raw.get("created_at", 0)),
+            )
+        except ValueError as exc:  # pydantic's ValidationError is one too
+            raise CorruptRecord(
+                f"{self.keys.batch(bid)} does not parse: {_first_line(exc)}"
+            ) from exc
+
+    def infos(self, ids: list[str], *, on_corrupt: OnCorrupt) -> list[BatchInfo]:
+        """The batches of `ids` that exist; one that does not parse goes to `on_corrupt`."""
+        found: list[BatchInfo] = []
+        for bid in ids:
+            try:
+                found.append(self.info(bid))
+            except NotFound:
+                continue
+            except CorruptRecord as exc:
+                on_corrupt(exc)
+        return found
+
+    def ids(self, *, offset: int = 0, limit: int = 50) -> list[str]:
+        with storage_errors("listing batches"):
+            found = self.client.zrevrange(self.keys.batches(), offset, offset + limit - 1)
+        return [str(b) for b in found]
+
+    def results(self, bid: str, *, offset: int = 0) -> Iterator[dict[str, Any]]:
+        """One result per input item from `offset` on, in input order, read in chunks."""
+        self.config(bid)
+        start = max(offset, 0)
+        while True:
+            with storage_errors(f"reading items of batch {bid}"):
+                raw_items = self.client.lrange(self.keys.batch_items(bid), start, start + CHUNK - 1)
+            if not raw_items:
+                return
+            items = [json.loads(str(raw)) for raw in raw_items]
+            yield from self._results_of(bid, items)
+            start += CHUNK
+
+    def _results_of(self, bid: str, items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        with (
+            storage_errors(f"reading results of batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for item in items:
+                pipe.hget(self.keys.batch_states(bid), item["conversation_id"])
+                if item["turn_id"]:
+                    pipe.hgetall(self.keys.turn(item["conversation_id"], item["turn_id"]))
+                else:
+                    pipe.echo("")  # keeps the replies in pairs
+            replies = pipe.execute()
+        for item, state, turn in zip(items, replies[0::2], replies[1::2], strict=True):
+            yield _result(item, state, turn if isinstance(turn, dict) else {})
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _result(item: dict[str, Any], state: Any, turn: dict[str, str]) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "id": item["id"],
+        "line": item["line"],
+        "status": state or "invalid",
+        "text": None,
+        "structured_output": None,
+        "usage": None,
+        "error": item.get("error") or None,
+    }
+    if turn.get("response"):
+        response = json.loads(turn["response"])
+        result.update(
+            text=response.get("text"),
+            structured_output=response.get("structured_output"),
+            usage=response.get("usage_metadata"),
+        )
+    elif turn.get("error"):
+        result["error"] = turn["error"]
+    return result

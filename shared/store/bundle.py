@@ -1,0 +1,51 @@
+"""Every store on one Redis client, wired once: the client, the worker and the web share it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis import Redis
+
+from shared.client.tasks import Advancer
+from shared.settings import Settings
+from shared.store.batches import BatchStore
+from shared.store.conversations import ConversationStore
+from shared.store.event_log import EventLog
+from shared.store.history import HistoryStore
+from shared.store.keys import KeySpace
+from shared.store.notifications import NotificationStore
+from shared.store.policy import PolicyStore
+
+__all__ = ["Stores"]
+
+
+@dataclass(frozen=True)
+class Stores:
+    """The stores of one Redis client; `tasks` is how a resolution asks for the next leg."""
+
+    redis: Redis
+    keys: KeySpace
+    settings: Settings
+    conversations: ConversationStore
+    events: EventLog
+    notifications: NotificationStore
+    batches: BatchStore
+    policies: PolicyStore
+
+    @classmethod
+    def build(cls, client: Redis, settings: Settings, tasks: Advancer | None) -> Stores:
+        keys = KeySpace(settings.key_prefix)
+        return cls(
+            redis=client,
+            keys=keys,
+            settings=settings,
+            conversations=ConversationStore(client, keys, settings),
+            events=EventLog(client, keys),
+            notifications=NotificationStore(client, keys, settings, tasks),
+            batches=BatchStore(client, keys, settings, tasks),
+            policies=PolicyStore(client, keys),
+        )
+
+    def history(self, cid: str, *, max_history_size: int | None = None) -> HistoryStore:
+        """One conversation's history; its bound only matters to writers (the worker)."""
+        return HistoryStore(self.redis, self.keys, cid, max_history_size=max_history_size)

@@ -1,0 +1,471 @@
+"""Conversation records: creation, the inbox of turns, abort and close.
+
+Every state change is one Lua script on the conversation's hash-tagged keys, and
+any event it causes is emitted by the same script, so a reader never sees a state
+without its event or an event without its state.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from shared.errors import Conflict, ConversationClosed, CorruptRecord, NotFound
+from shared.models.config import ConversationConfig, PromptOptions
+from shared.models.content import Content
+from shared.models.events import ConversationStatus, StatusEvent, TurnStatus
+from shared.settings import DoubleTextPolicy, Settings
+from shared.store.connection import storage_errors
+from shared.store.emit import EMIT_LUA, encode_event
+from shared.store.keys import KeySpace, check_id
+from shared.store.lua import LuaScript
+
+__all__ = [
+    "HELD_FIELD",
+    "ConversationRecord",
+    "ConversationStore",
+    "OnCorrupt",
+    "Submission",
+    "TurnRecord",
+    "allow_field",
+    "new_id",
+]
+
+# Told about each record a listing leaves out because it does not parse.
+OnCorrupt = Callable[[CorruptRecord], None]
+
+# Queued turns are ended here, not by a worker: they never started.
+_CANCEL_QUEUED_LUA = """
+local function cancel_queued(conv, inbox, events, maxlen, ttl, channels, cid, reason, now)
+  local turns = redis.call('LRANGE', inbox, 0, -1)
+  for _, tid in ipairs(turns) do
+    local turn_key = string.gsub(inbox, ':inbox$', ':turn:' .. tid)
+    redis.call('HSET', turn_key, 'status', 'cancelled', 'finished_at', now, 'error', reason)
+    emit(events, maxlen, ttl, channels, cjson.encode(
+      {kind = 'cancelled', conversation_id = cid, turn_id = tid, reason = reason}))
+  end
+  redis.call('DEL', inbox)
+  return #turns
+end
+"""
+
+# KEYS: conv, inbox, new turn, events
+# ARGV: cid, turn id, prompt json, policy, now, maxlen, ttl_ms, channel, channel_all,
+#       owner the conversation must have ('' for any), the turn's options json ('' for none)
+_SUBMIT = LuaScript(
+    EMIT_LUA
+    + _CANCEL_QUEUED_LUA
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[10] then
+  return {'not_owner'}
+end
+if redis.call('HGET', KEYS[1], 'closed') == '1' then return {'closed'} end
+local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
+local queued = redis.call('LLEN', KEYS[2])
+local channels = {ARGV[8], ARGV[9]}
+if ARGV[4] == '' then ARGV[4] = redis.call('HGET', KEYS[1], 'policy') or 'enqueue' end
+if ARGV[4] == 'reject' and (active ~= '' or queued > 0) then return {'busy', active} end
+if ARGV[4] == 'interrupt' then
+  cancel_queued(KEYS[1], KEYS[2], KEYS[4], ARGV[6], ARGV[7], channels, ARGV[1],
+                'interrupted', ARGV[5])
+  if active ~= '' then redis.call('HSET', KEYS[1], 'cancel_turn', active) end
+end
+redis.call('HSET', KEYS[3], 'conversation_id', ARGV[1], 'turn_id', ARGV[2], 'prompt', ARGV[3],
+  'status', 'queued', 'created_at', ARGV[5])
+if ARGV[11] ~= '' then redis.call('HSET', KEYS[3], 'options', ARGV[11]) end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('HSET', KEYS[1], 'updated_at', ARGV[5])
+local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
+if #last == 0 then return {'ok', '0-0'} end
+return {'ok', last[1][1]}
+"""
+)
+
+# KEYS: conv, inbox, events
+# ARGV: cid, now, maxlen, ttl_ms, channel, channel_all, close(0/1), the closed status event
+_ABORT = LuaScript(
+    EMIT_LUA
+    + _CANCEL_QUEUED_LUA
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+local channels = {ARGV[5], ARGV[6]}
+local cancelled = cancel_queued(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4], channels, ARGV[1],
+                                'aborted', ARGV[2])
+local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
+if active ~= '' then redis.call('HSET', KEYS[1], 'cancel_turn', active) end
+if ARGV[7] == '1' and redis.call('HGET', KEYS[1], 'closed') ~= '1' then
+  redis.call('HSET', KEYS[1], 'closed', '1', 'updated_at', ARGV[2])
+  if active == '' then
+    redis.call('HSET', KEYS[1], 'status', 'closed')
+    emit(KEYS[3], ARGV[3], ARGV[4], channels, ARGV[8])
+  end
+end
+return {'ok', active, cancelled}
+"""
+)
+
+
+# A field of the conversation's hash: '1' while no worker may start its turns (a batch
+# item not yet dispatched); the claim script refuses a held conversation.
+HELD_FIELD = "held"
+
+
+def allow_field(tool: str) -> str:
+    """A field of a conversation's (or a batch's) hash: '1' once an operator allowed `tool`
+    for the rest of it (a sticky allow)."""
+    return f"allow:{tool}"
+
+
+# KEYS: conv   ARGV: config json, now, double-text policy, owner, held ('1' or '')
+# -> 1 created, 0 id taken
+_CREATE = LuaScript(
+    """
+if redis.call('HSETNX', KEYS[1], 'config', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'idle', 'closed', '0', 'created_at', ARGV[2],
+           'updated_at', ARGV[2], 'active_turn', '', 'policy', ARGV[3], 'owner', ARGV[4])
+if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'held', '1') end
+return 1
+"""
+)
+
+
+_STATUS_SCAN_CHUNK = 500
+
+
+def new_id() -> str:
+    """A short random id, safe in keys and URLs."""
+    return uuid.uuid4().hex[:20]
+
+
+@dataclass(frozen=True)
+class Submission:
+    turn_id: str
+    after_event_id: str
+
+
+@dataclass(frozen=True)
+class ConversationRecord:
+    conversation_id: str
+    config: ConversationConfig
+    status: ConversationStatus
+    closed: bool
+    active_turn: str
+    created_at: float
+    updated_at: float
+    queued: int
+    owner: str = ""  # who created it: a user or token name, "batch:<id>", or "" (a direct client)
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    conversation_id: str
+    turn_id: str
+    prompt: Content
+    status: TurnStatus
+    created_at: float
+    fields: dict[str, str]
+    options: PromptOptions = field(default_factory=PromptOptions)
+
+
+class ConversationStore:
+    """Creates conversations and changes their state, one script per change."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace, settings: Settings) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+
+    def create(
+        self, config: ConversationConfig, *, conversation_id: str | None = None, owner: str = ""
+    ) -> str:
+        cid = check_id(conversation_id or new_id(), "conversation id")
+        with (
+            storage_errors("creating a conversation"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            self.queue_create(pipe, cid, config, owner=owner)
+            created, _ = pipe.execute()
+        if not created:
+            raise Conflict(f"conversation {cid} already exists")
+        return cid
+
+    def queue_create(
+        self,
+        pipe: Any,
+        cid: str,
+        config: ConversationConfig,
+        *,
+        owner: str = "",
+        held: bool = False,
+    ) -> None:
+        """Queues the creation (a no-op returning 0 when the id is taken) and its index entry.
+
+        A `held` conversation takes prompts, but no worker starts them until `queue_release`.
+        """
+        now = time.time()
+        args = [config.model_dump_json(), now, config.double_text_policy.value, owner]
+        _CREATE.queue(pipe, [self.keys.conversation(cid)], [*args, "1" if held else ""])
+        pipe.zadd(self.keys.conversations(), {cid: now}, nx=True)
+
+    def queue_release(self, pipe: Any, cid: str, *, index: bool = True) -> None:
+        """Queues the end of a hold: its turns may start, and (`index`) the sweeper watches it."""
+        pipe.hdel(self.keys.conversation(cid), HELD_FIELD)
+        if index:
+            pipe.zadd(self.keys.active(), {cid: time.time()})
+
+    def get(self, cid: str) -> ConversationRecord:
+        with (
+            storage_errors(f"reading conversation {cid}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
+            self.queue_get(pipe, cid)
+            return self.parse_get(cid, pipe.execute())
+
+    def queue_get(self, pipe: Any, cid: str) -> None:
+        pipe.hgetall(self.keys.conversation(cid))
+        pipe.llen(self.keys.inbox(cid))
+
+    def parse_get(self, cid: str, results: list[Any]) -> ConversationRecord:
+        raw, queued = results
+        if not raw:
+            raise NotFound(f"conversation {cid} does not exist")
+        config = self._config(cid, raw)
+        try:
+            return ConversationRecord(
+                conversation_id=cid,
+                config=config,
+                status=ConversationStatus(raw.get("status", "idle")),
+                closed=raw.get("closed") == "1",
+                active_turn=raw.get("active_turn", ""),
+                created_at=float(raw.get("created_at", 0)),
+                updated_at=float(raw.get("updated_at", 0)),
+                queued=int(queued),
+                owner=raw.get("owner", ""),
+            )
+        except ValueError as exc:
+            raise CorruptRecord(f"{self.keys.conversation(cid)} does not parse: {exc}") from exc
+
+    def _config(self, cid: str, raw: dict[str, str]) -> ConversationConfig:
+        try:
+            return ConversationConfig.model_validate_json(raw.get("config", ""))
+        except ValidationError as exc:
+            raise CorruptRecord(f"config of {self.keys.conversation(cid)} does not parse") from exc
+
+    def submit(
+        self,
+        cid: str,
+        prompt: Content,
+        policy: DoubleTextPolicy | None = None,
+        *,
+        options: PromptOptions | None = None,
+    ) -> Submission:
+        """Queues a turn under the conversation's double-text policy."""
+        with (
+            storage_errors(f"submitting a prompt to conversation {cid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            tid = self.queue_submit(pipe, cid, prompt, policy, options=options)
+            _, reply = pipe.execute()
+        return Submission(turn_id=tid, after_event_id=self.check_submit(cid, reply))
+
+    def queue_submit(
+        self,
+        pipe: Any,
+        cid: str,
+        prompt: Content,
+        policy: DoubleTextPolicy | None = None,
+        *,
+        owner: str = "",
+        index: bool = True,
+        options: PromptOptions | None = None,
+    ) -> str:
+        """Queues the submit script (and, with `index`, the sweeper's entry); returns the turn id.
+
+        Without a policy, the conversation's own (stored at creation) applies. With an
+        `owner`, the turn is queued only into a conversation that owner created. A held
+        conversation is indexed when it is released, not here. `options` are this turn's.
+        """
+        tid = new_id()
+        keys = [
+            self.keys.conversation(cid),
+            self.keys.inbox(cid),
+            self.keys.turn(cid, tid),
+            self.keys.events(cid),
+        ]
+        args = [
+            cid,
+            tid,
+            prompt.model_dump_json(),
+            policy.value if policy else "",
+            time.time(),
+            *self._emit_args(cid),
+            owner,
+            "" if options is None or options.is_empty() else options.model_dump_json(),
+        ]
+        if index:
+            pipe.zadd(self.keys.active(), {cid: time.time()})
+        _SUBMIT.queue(pipe, keys, args)
+        return tid
+
+    def check_submit(self, cid: str, reply: list[Any]) -> str:
+        outcome = reply[0]
+        if outcome == "not_found":
+            raise NotFound(f"conversation {cid} does not exist")
+        if outcome == "not_owner":
+            raise Conflict(f"conversation {cid} exists and was created by someone else")
+        if outcome == "closed":
+            raise ConversationClosed(f"conversation {cid} is closed; its history stays readable")
+        if outcome == "busy":
+            raise Conflict(
+                f"conversation {cid} is busy with turn {reply[1] or '(queued)'} and its "
+                "double-text policy is 'reject'; wait for it or abort it"
+            )
+        return str(reply[1])
+
+    def abort(self, cid: str, *, close: bool = False) -> str:
+        """Ends queued turns now and flags the active one; returns the active turn id or ''."""
+        with storage_errors(f"aborting conversation {cid}"):
+            reply = _ABORT(self.client, *self.abort_call(cid, close=close))
+        return self.check_abort(cid, reply)
+
+    def abort_call(self, cid: str, *, close: bool = False) -> tuple[list[str], list[Any]]:
+        keys = [self.keys.conversation(cid), self.keys.inbox(cid), self.keys.events(cid)]
+        closed = encode_event(StatusEvent(conversation_id=cid, status=ConversationStatus.CLOSED))
+        return keys, [cid, time.time(), *self._emit_args(cid), int(close), closed]
+
+    @staticmethod
+    def abort_script() -> LuaScript:
+        return _ABORT
+
+    def check_abort(self, cid: str, reply: list[Any]) -> str:
+        if reply[0] == "not_found":
+            raise NotFound(f"conversation {cid} does not exist")
+        return str(reply[1])
+
+    def turn(self, cid: str, tid: str) -> TurnRecord:
+        with storage_errors(f"reading turn {tid} of conversation {cid}"):
+            raw: dict[str, str] = self.client.hgetall(self.keys.turn(cid, tid))  # type: ignore[assignment]
+        return self.parse_turn(cid, tid, raw)
+
+    def parse_turn(self, cid: str, tid: str, raw: dict[str, str]) -> TurnRecord:
+        if not raw:
+            raise NotFound(f"turn {tid} of conversation {cid} does not exist")
+        try:
+            prompt = Content.model_validate_json(raw["prompt"])
+            options = PromptOptions.model_validate_json(raw.get("options") or "{}")
+        except (KeyError, ValidationError) as exc:
+            raise CorruptRecord(f"prompt of {self.keys.turn(cid, tid)} does not parse") from exc
+        return TurnRecord(
+            cid,
+            tid,
+            prompt,
+            TurnStatus(raw.get("status", "queued")),
+            float(raw.get("created_at", 0)),
+            raw,
+            options,
+        )
+
+    def ids(self, *, offset: int = 0, limit: int = 50) -> list[str]:
+        """Conversation ids, newest first."""
+        with storage_errors("listing conversations"):
+            found = self.client.zrevrange(self.keys.conversations(), offset, offset + limit - 1)
+        return [str(cid) for cid in found]
+
+    def count(self) -> int:
+        with storage_errors("counting conversations"):
+            return int(self.client.zcard(self.keys.conversations()))
+
+    def ids_by_status(
+        self,
+        status: ConversationStatus,
+        *,
+        offset: int = 0,
+        limit: int = 50,
+        on_corrupt: OnCorrupt | None = None,
+    ) -> tuple[list[str], bool]:
+        """Ids in `status`, newest first, and whether more follow.
+
+        Walks the index a chunk at a time (one round trip per chunk for the statuses),
+        so a page costs what it skips, not what the whole index holds.
+        """
+        matched: list[str] = []
+        position = 0
+        while len(matched) <= offset + limit:
+            chunk = self.ids(offset=position, limit=_STATUS_SCAN_CHUNK)
+            if not chunk:
+                break
+            found = self.statuses(chunk, on_corrupt=on_corrupt)
+            matched += [cid for cid, s in zip(chunk, found, strict=True) if s is status]
+            position += len(chunk)
+        return matched[offset : offset + limit], len(matched) > offset + limit
+
+    def statuses(
+        self, ids: list[str], *, on_corrupt: OnCorrupt | None = None
+    ) -> list[ConversationStatus | None]:
+        """The status of each conversation (None for one that is gone), pipelined.
+
+        An unknown status raises `CorruptRecord`, or, given `on_corrupt`, is reported to it
+        and read as None.
+        """
+        with (
+            storage_errors("reading conversation statuses"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in ids:
+                pipe.hget(self.keys.conversation(cid), "status")
+            found = pipe.execute()
+        return [self._status(cid, s, on_corrupt) for cid, s in zip(ids, found, strict=True)]
+
+    def _status(
+        self, cid: str, raw: str | None, on_corrupt: OnCorrupt | None
+    ) -> ConversationStatus | None:
+        try:
+            return None if raw is None else ConversationStatus(raw)
+        except ValueError:
+            error = CorruptRecord(f"status of {self.keys.conversation(cid)} is {str(raw)[:30]!r}")
+            if on_corrupt is None:
+                raise error from None
+            on_corrupt(error)
+            return None
+
+    def records(
+        self, ids: list[str], *, on_corrupt: OnCorrupt | None = None
+    ) -> list[ConversationRecord]:
+        """The records of `ids` in one round trip, leaving out any that are gone.
+
+        A record that does not parse raises `CorruptRecord`, or, given `on_corrupt`, is
+        reported to it and left out too: one bad record cannot take a listing down.
+        """
+        with (
+            storage_errors("reading conversations"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in ids:
+                self.queue_get(pipe, cid)
+            results = pipe.execute()
+        found: list[ConversationRecord] = []
+        for i, cid in enumerate(ids):
+            if not results[2 * i]:
+                continue
+            try:
+                found.append(self.parse_get(cid, results[2 * i : 2 * i + 2]))
+            except CorruptRecord as exc:
+                if on_corrupt is None:
+                    raise
+                on_corrupt(exc)
+        return found
+
+    def _emit_args(self, cid: str) -> list[Any]:
+        return [
+            self.settings.stream_maxlen,
+            self.settings.events_ttl_s * 1000,
+            self.keys.live(cid),
+            self.keys.live_all(),
+        ]

@@ -1,0 +1,327 @@
+"""The operator's tool policy: what each tool may do, and no submitter can loosen.
+
+Operators write rules (`auto`, `ask` or `deny` for a tool, globally, for one batch,
+or for conversations carrying a label); the tool's built-in default applies where no
+rule does. A conversation's own `tools` map can only tighten what the rules say,
+unless an operator (or a direct Python client, which holds the Redis credentials)
+created it: then its map and `allow_all` may loosen them. An operator's `deny` is a
+kill switch and wins over everything. Workers read the rules when they decide a
+call, so a change applies to the next call of every conversation.
+
+`effective_policy` is pure, so the worker (deciding) and the web (showing, and
+refusing a loosening at the edge) compute the same answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.json_schema import JsonDict
+
+from shared.errors import NotFound
+from shared.models.config import LABEL_PATTERN, TOOL_NAME_PATTERN, ConversationConfig, ToolPolicy
+from shared.store.connection import storage_errors
+from shared.store.keys import ID_PATTERN, KeySpace
+
+__all__ = [
+    "LABEL_PATTERN",
+    "OperatorPolicy",
+    "PolicyChange",
+    "PolicyRule",
+    "PolicyStore",
+    "ToolInfo",
+    "effective_policy",
+    "loosening_fields",
+    "policy_table",
+    "stricter",
+]
+
+log = logging.getLogger(__name__)
+
+ALWAYS_ASK = frozenset({"ask_operator"})  # a question for a person is never answered by policy
+UNKNOWN_TOOL_DEFAULT = ToolPolicy.ASK  # a tool no worker has described yet is treated as risky
+_STRICTNESS = {ToolPolicy.AUTO: 0, ToolPolicy.ASK: 1, ToolPolicy.DENY: 2}
+_LOG_MAXLEN = 10_000
+
+
+def stricter(first: ToolPolicy, second: ToolPolicy) -> ToolPolicy:
+    """The more restrictive of two policies (deny > ask > auto)."""
+    return first if _STRICTNESS[first] >= _STRICTNESS[second] else second
+
+
+# The schema says what `_one_scope` checks: not both scopes (a null one is no scope).
+_ONE_SCOPE: JsonDict = {
+    "not": {
+        "required": ["batch_id", "label"],
+        "properties": {"batch_id": {"type": "string"}, "label": {"type": "string"}},
+    }
+}
+
+
+class PolicyRule(BaseModel):
+    """One operator rule: a tool's policy, globally or for one batch or one label."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_ONE_SCOPE)
+
+    tool: str = Field(pattern=TOOL_NAME_PATTERN)
+    policy: ToolPolicy
+    batch_id: str | None = Field(None, pattern=f"^{ID_PATTERN}$", description="Only this batch.")
+    label: str | None = Field(
+        None, pattern=LABEL_PATTERN, description="Only conversations carrying this label."
+    )
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> PolicyRule:
+        if self.batch_id is not None and self.label is not None:
+            raise ValueError("a rule is scoped by batch_id or by label, not both")
+        return self
+
+    @property
+    def scope(self) -> str:
+        return scope_of(batch_id=self.batch_id, label=self.label)
+
+    @property
+    def field(self) -> str:
+        return f"{self.tool}|{self.scope}"
+
+
+def scope_of(*, batch_id: str | None = None, label: str | None = None) -> str:
+    """How a rule's scope is written: ``*``, ``batch:<id>`` or ``label:<label>``."""
+    if batch_id is not None:
+        return f"batch:{batch_id}"
+    if label is not None:
+        return f"label:{label}"
+    return "*"
+
+
+def _rule_of(field: str, value: str) -> PolicyRule:
+    tool, _, scope = field.partition("|")
+    kind, _, name = scope.partition(":")
+    scoped = {"batch_id": name} if kind == "batch" else {"label": name} if kind == "label" else {}
+    return PolicyRule(tool=tool, policy=ToolPolicy(value), **scoped)
+
+
+class ToolInfo(BaseModel):
+    """A tool as workers describe it, so the web can show and check policies without them."""
+
+    name: str
+    description: str = ""
+    default_policy: ToolPolicy
+
+
+@dataclass(frozen=True)
+class OperatorPolicy:
+    """The operator's rules, read once; answers for one tool in one scope."""
+
+    rules: tuple[PolicyRule, ...] = ()
+
+    def base(
+        self,
+        tool: str,
+        *,
+        default: ToolPolicy,
+        batch_id: str | None = None,
+        labels: Sequence[str] = (),
+    ) -> ToolPolicy:
+        """The most specific rule (label, then batch, then global), else the tool's default.
+
+        Several matching label rules: the strictest of them.
+        """
+        mine = [rule for rule in self.rules if rule.tool == tool]
+        by_label = [r.policy for r in mine if r.label is not None and r.label in labels]
+        if by_label:
+            found = by_label[0]
+            for policy in by_label[1:]:
+                found = stricter(found, policy)
+            return found
+        for rule in mine:
+            if batch_id is not None and rule.batch_id == batch_id:
+                return rule.policy
+        for rule in mine:
+            if rule.scope == "*":
+                return rule.policy
+        return default
+
+
+def policy_table(
+    catalog: Mapping[str, ToolInfo], operator: OperatorPolicy, config: ConversationConfig
+) -> dict[str, ToolPolicy | None]:
+    """Every described tool's effective policy in one conversation (for display)."""
+    return {
+        name: effective_policy(name, default=info.default_policy, operator=operator, config=config)
+        for name, info in sorted(catalog.items())
+    }
+
+
+def effective_policy(
+    tool: str,
+    *,
+    default: ToolPolicy,
+    operator: OperatorPolicy,
+    config: ConversationConfig,
+    sticky_allow: bool = False,
+) -> ToolPolicy | None:
+    """What a call of `tool` does in this conversation; None when the tool is disabled.
+
+    `sticky_allow`: an operator allowed this tool for the rest of the conversation or batch.
+    """
+    if config.tools is not None and tool not in config.tools:
+        return None
+    if tool in ALWAYS_ASK:
+        return ToolPolicy.ASK
+    base = operator.base(tool, default=default, batch_id=config.batch_id, labels=config.labels)
+    if base is ToolPolicy.DENY:
+        return ToolPolicy.DENY
+    if sticky_allow:
+        return ToolPolicy.AUTO
+    own = config.tools.get(tool) if config.tools is not None else None
+    if config.policy_may_loosen:
+        return ToolPolicy.AUTO if config.allow_all else own or base
+    return stricter(base, own) if own is not None else base
+
+
+def loosening_fields(
+    *,
+    tools: Mapping[str, ToolPolicy] | None,
+    allow_all: bool,
+    operator: OperatorPolicy,
+    catalog: Mapping[str, ToolInfo],
+    batch_id: str | None = None,
+    labels: Sequence[str] = (),
+) -> list[str]:
+    """The request fields that would loosen the operator's policy (for a 403 naming them)."""
+    fields = ["allow_all"] if allow_all else []
+    for name, wanted in sorted((tools or {}).items()):
+        info = catalog.get(name)
+        default = info.default_policy if info is not None else UNKNOWN_TOOL_DEFAULT
+        base = operator.base(name, default=default, batch_id=batch_id, labels=labels)
+        if stricter(base, wanted) is not wanted:
+            fields.append(f"tools.{name}")
+    return fields
+
+
+class PolicyChange(BaseModel):
+    """One entry of the policy log."""
+
+    id: str = ""
+    actor: str
+    at: float
+    tool: str
+    scope: str
+    before: ToolPolicy | None
+    after: ToolPolicy | None
+
+
+class PolicyStore:
+    """The rules, their change log, and the tool catalog workers publish."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
+        self.client = client
+        self.keys = keys
+
+    def load(self) -> OperatorPolicy:
+        """Every rule; a rule that does not parse is skipped (and logged), never fatal."""
+        with storage_errors("reading the tool policy"):
+            raw: dict[str, str] = self.client.hgetall(self.keys.policy_rules())  # type: ignore[assignment]
+        rules = []
+        for field, value in sorted(raw.items()):
+            try:
+                rules.append(_rule_of(field, value))
+            except (ValueError, ValidationError):
+                log.warning("skipping a policy rule that does not parse: %s %r", field, value)
+        return OperatorPolicy(tuple(rules))
+
+    def set(self, rule: PolicyRule, *, actor: str) -> PolicyChange:
+        """Adds or replaces the rule for the tool in its scope, and logs the change."""
+        return self._change(rule.tool, rule.scope, rule.field, rule.policy, actor)
+
+    def remove(
+        self, tool: str, *, batch_id: str | None = None, label: str | None = None, actor: str
+    ) -> PolicyChange:
+        """Removes one rule (NotFound names it when there is none), and logs the change."""
+        scope = scope_of(batch_id=batch_id, label=label)
+        return self._change(tool, scope, f"{tool}|{scope}", None, actor)
+
+    def _change(
+        self, tool: str, scope: str, field: str, after: ToolPolicy | None, actor: str
+    ) -> PolicyChange:
+        key = self.keys.policy_rules()
+        with storage_errors("changing the tool policy"), self.client.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    before_raw = pipe.hget(key, field)
+                    before = _policy_or_none(before_raw)
+                    if after is None and before_raw is None:
+                        raise NotFound(
+                            f"there is no policy rule for tool {tool!r} in scope {scope}"
+                        )
+                    change = PolicyChange(
+                        actor=actor,
+                        at=time.time(),
+                        tool=tool,
+                        scope=scope,
+                        before=before,
+                        after=after,
+                    )
+                    pipe.multi()
+                    if after is None:
+                        pipe.hdel(key, field)
+                    else:
+                        pipe.hset(key, field, after.value)
+                    pipe.xadd(
+                        self.keys.policy_log(),
+                        {"entry": change.model_dump_json(exclude={"id"})},
+                        maxlen=_LOG_MAXLEN,
+                        approximate=True,
+                    )
+                    results = pipe.execute()
+                    return change.model_copy(update={"id": str(results[-1])})
+                except redis.WatchError:
+                    continue
+
+    def changes(self, *, limit: int = 100) -> list[PolicyChange]:
+        """The latest changes, newest first; an entry that does not parse is skipped."""
+        with storage_errors("reading the policy log"):
+            raw: Any = self.client.xrevrange(self.keys.policy_log(), count=limit)
+        found = []
+        for entry_id, fields in raw:
+            try:
+                change = PolicyChange.model_validate_json(fields.get("entry", ""))
+            except ValidationError:
+                log.warning("skipping a policy log entry that does not parse: %s", entry_id)
+                continue
+            found.append(change.model_copy(update={"id": str(entry_id)}))
+        return found
+
+    def publish_catalog(self, tools: Iterable[ToolInfo]) -> None:
+        """Describes a worker's tools (last writer wins: workers of one deployment agree)."""
+        mapping: dict[Any, Any] = {tool.name: tool.model_dump_json() for tool in tools}
+        if mapping:
+            with storage_errors("publishing the tool catalog"):
+                self.client.hset(self.keys.tool_catalog(), mapping=mapping)
+
+    def catalog(self) -> dict[str, ToolInfo]:
+        """The tools workers described, by name; an entry that does not parse is skipped."""
+        with storage_errors("reading the tool catalog"):
+            raw: dict[str, str] = self.client.hgetall(self.keys.tool_catalog())  # type: ignore[assignment]
+        found = {}
+        for name, doc in sorted(raw.items()):
+            try:
+                found[name] = ToolInfo.model_validate_json(doc)
+            except ValidationError:
+                log.warning("skipping a tool catalog entry that does not parse: %s", name)
+        return found
+
+
+def _policy_or_none(raw: Any) -> ToolPolicy | None:
+    try:
+        return ToolPolicy(str(raw)) if raw is not None else None
+    except ValueError:
+        return None
