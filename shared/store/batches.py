@@ -33,7 +33,6 @@ from shared.store.keys import KeySpace, check_id
 from shared.validation import prompt_options, validate_prompt
 
 __all__ = [
-    "LINE_OPTIONS",
     "BatchConfig",
     "BatchInfo",
     "BatchLine",
@@ -156,14 +155,9 @@ def parse_line(number: int, raw: str, settings: Settings) -> BatchLine | None:
     return BatchLine(number, item_id, prompt=content, options=options)
 
 
-LINE_OPTIONS = ("tool_selection", "timeout_s", "response_schema")
-"""The prompt options a batch line (or API item) may carry beside its prompt."""
-
-
 def line_options(data: dict[str, Any]) -> PromptOptions:
-    """A line's own `tool_selection`, `timeout_s` and `response_schema`, checked."""
-    chosen = {name: data[name] for name in LINE_OPTIONS if data.get(name) is not None}
-    return prompt_options(**chosen)
+    """The prompt options a line (or API item) carries beside its prompt, checked."""
+    return prompt_options(**{name: data.get(name) for name in PromptOptions.model_fields})
 
 
 class BatchStore:
