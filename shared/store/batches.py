@@ -9,6 +9,7 @@ totals, and dispatches queued items as running ones leave.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -17,19 +18,18 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-import redis
 from pydantic import BaseModel, Field, ValidationError
 
-from shared.client.tasks import Advancer
 from shared.errors import Conflict, CorruptRecord, NotFound, SignoffError
 from shared.models.config import ConversationConfig, PromptOptions
 from shared.models.content import Content
 from shared.models.steps import USAGE_FIELDS, UsageMetadata
 from shared.settings import Settings
+from shared.store.base import AdvancingStore
 from shared.store.batch_scripts import CREATE, REGISTER, TRANSITION
 from shared.store.connection import storage_errors
 from shared.store.conversations import ConversationStore, OnCorrupt, allow_field, new_id
-from shared.store.keys import KeySpace, check_id
+from shared.store.keys import check_id
 from shared.validation import prompt_options, validate_prompt
 
 __all__ = [
@@ -160,21 +160,12 @@ def line_options(data: dict[str, Any]) -> PromptOptions:
     return prompt_options(**{name: data.get(name) for name in PromptOptions.model_fields})
 
 
-class BatchStore:
+class BatchStore(AdvancingStore):
     """Creates batches, submits their items, keeps their counts, and reads their results."""
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        keys: KeySpace,
-        settings: Settings,
-        tasks: Advancer | None = None,
-    ) -> None:
-        self.client = client
-        self.keys = keys
-        self.settings = settings
-        self.tasks = tasks
-        self.conversations = ConversationStore(client, keys, settings)
+    @functools.cached_property
+    def conversations(self) -> ConversationStore:
+        return ConversationStore(self.client, self.keys, self.settings)
 
     def create(
         self, config: BatchConfig, *, batch_id: str | None = None, created_by: str = ""

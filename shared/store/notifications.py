@@ -9,6 +9,7 @@ UI, the CLI and the client all resolve through `NotificationStore.resolve`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -19,10 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import redis
 from pydantic import ValidationError
 
-from shared.client.tasks import Advancer
 from shared.errors import Conflict, CorruptRecord, InvalidInput, NotFound
 from shared.models.notifications import (
     RESOLUTION,
@@ -37,7 +36,7 @@ from shared.models.notifications import (
     Submit,
 )
 from shared.schema import schema_violations
-from shared.settings import Settings
+from shared.store.base import AdvancingStore
 from shared.store.connection import storage_errors
 from shared.store.emit import EMIT_LUA
 from shared.store.inbox_index import (
@@ -47,7 +46,7 @@ from shared.store.inbox_index import (
     index_commands,
     queue_unindex,
 )
-from shared.store.keys import ID_PATTERN, KeySpace
+from shared.store.keys import ID_PATTERN
 from shared.store.lua import LuaScript
 
 __all__ = ["NotificationStore", "OnSettled", "Records", "audit_entry", "index_commands"]
@@ -118,21 +117,12 @@ def _when(stamp: float) -> str:
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-class NotificationStore:
+class NotificationStore(AdvancingStore):
     """Pending and past notifications across all conversations."""
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        keys: KeySpace,
-        settings: Settings,
-        tasks: Advancer | None = None,
-    ) -> None:
-        self.client = client
-        self.keys = keys
-        self.settings = settings
-        self.tasks = tasks
-        self.index = InboxIndex(client, keys)
+    @functools.cached_property
+    def index(self) -> InboxIndex:
+        return InboxIndex(self.client, self.keys)
 
     # Reading
 
