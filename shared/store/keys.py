@@ -91,9 +91,6 @@ class KeySpace:
         """Counter handing out fencing tokens for the lease."""
         return self._conv(cid, "fence")
 
-    def cancel(self, cid: str) -> str:
-        return self._conv(cid, "cancel")
-
     def tool_results(self, cid: str) -> str:
         """HASH of tool results by call id, recorded before they are used."""
         return self._conv(cid, "toolresults")
