@@ -20,6 +20,11 @@ def gunicorn_args(settings: Settings) -> list[str]:
         f"{settings.web_host}:{settings.web_port}",
         "--timeout",
         "0",  # SSE responses are long-lived; gthread keeps serving others meanwhile
+        # An idle kept-alive connection stays open longer than clients keep theirs (httpx 5 s,
+        # browsers about 60 s): closed sooner (gunicorn's 2 s), a client that reuses it just
+        # as it closes gets a reset instead of an answer.
+        "--keep-alive",
+        "75",
         "--access-logfile",
         "-",
         "--no-control-socket",  # else one socket in ~/.gunicorn/, shared by every instance
