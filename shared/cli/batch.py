@@ -125,6 +125,10 @@ def run(
         _err.print(f"wrote {written} results to {out}")
         if info.status is BatchStatus.CANCELLED:
             raise SystemExit(1)
+        failures = failure_text(info)
+        if failures:
+            _err.print(f"[red]{failures}[/]; see {out}")
+            raise SystemExit(1)
 
 
 def _config(
@@ -204,7 +208,7 @@ def watch(
     )
     with Progress(*columns, console=_err, transient=False) as progress:
         task = progress.add_task(bid, total=None, counts="")
-        hinted = -1
+        hinted = False
         while True:
             info = retry(lambda: _look(store, bid), f"following batch {bid}")
             progress.update(
@@ -221,15 +225,32 @@ def _look(store: BatchStore, bid: str) -> BatchInfo:
     return store.info(bid)
 
 
-def _hint_approvals(progress: Progress, info: BatchInfo, settings: Settings, hinted: int) -> int:
+def _hint_approvals(progress: Progress, info: BatchInfo, settings: Settings, hinted: bool) -> bool:
+    """Says where to resolve approvals when some appear, and once more when none are left."""
     waiting = info.counts[BatchState.WAITING]
-    if waiting and waiting != hinted:
+    if waiting and not hinted:
         url = f"http://{settings.web_host}:{settings.web_port}/approvals?batch={info.batch_id}"
         progress.console.print(
             f"[cyan]{waiting} waiting for approval[/]: resolve them at {url} "
             f"or with `signoff approvals list --batch {info.batch_id}`"
         )
-    return waiting
+    elif hinted and not waiting:
+        progress.console.print("[cyan]no approvals pending[/]")
+    return bool(waiting)
+
+
+# Items that did not succeed, for the exit status: invalid lines were already reported
+# (and skipped) at submission, so they do not fail the run.
+FAILURE_STATES = (BatchState.FAILED, BatchState.CANCELLED)
+
+
+def failure_text(info: BatchInfo) -> str:
+    """ "3 of 200 items failed (failed 2, cancelled 1)", or "" when none did."""
+    counts = {state: info.counts[state] for state in FAILURE_STATES if info.counts[state]}
+    if not counts:
+        return ""
+    detail = ", ".join(f"{state.value} {n}" for state, n in counts.items())
+    return f"{sum(counts.values())} of {info.total} items failed ({detail})"
 
 
 def counts_text(info: BatchInfo) -> str:

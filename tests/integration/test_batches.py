@@ -145,6 +145,56 @@ def test_progress_says_where_to_resolve_pending_approvals(
     assert [json.loads(line)["status"] for line in out.read_text().splitlines()] == ["done", "done"]
 
 
+def test_approval_hint_once_per_change_of_state(
+    tmp_path: Path, stack_env: dict[str, str], client: Client
+) -> None:
+    mail = 'call send_email {"to": "x@example.com", "subject": "s", "body": "b"}'
+    source = write_jsonl(
+        tmp_path / "two.jsonl", [{"id": "m1", "prompt": mail}, {"id": "m2", "prompt": mail}]
+    )
+    out = tmp_path / "two-out.jsonl"
+    process = subprocess.Popen(
+        [SIGNOFF, "batch", "run", str(source), "--out", str(out)],
+        env={**os.environ, **stack_env, "COLUMNS": "250"},
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    state_file = tmp_path / "two-out.jsonl.batch"
+    deadline = time.monotonic() + 60
+    while (
+        not state_file.exists()
+        or len(client.notifications.pending(batch_id=state_file.read_text().strip())) < 2
+    ):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    notes = client.notifications.pending(batch_id=state_file.read_text().strip())
+    for note in notes:
+        time.sleep(1.5)  # the progress looks every 0.5 s: it sees 2 waiting, then 1, then none
+        client.resolve_notification(note.id, Allow(), actor="operator")
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert stderr.count("waiting for approval") == 1, stderr
+    assert stderr.count("no approvals pending") == 1, stderr
+
+
+def test_failed_items_fail_the_run(
+    tmp_path: Path, stack_env: dict[str, str], worker: WorkerProcess
+) -> None:
+    source = write_jsonl(
+        tmp_path / "fails.jsonl",
+        [{"id": "ok", "prompt": "fine"}, {"id": "bad", "prompt": "please #fail"}],
+    )
+    out = tmp_path / "fails-out.jsonl"
+    result = cli(stack_env, "batch", "run", str(source), "--out", str(out))
+    assert result.returncode == 1, result.stderr
+    assert f"1 of 2 items failed (failed 1); see {out}" in " ".join(result.stderr.split())
+    assert [json.loads(line)["status"] for line in out.read_text().splitlines()] == [
+        "done",
+        "failed",
+    ]
+
+
 def test_malformed_lines_are_reported_and_the_rest_runs(
     tmp_path: Path, stack_env: dict[str, str], worker: WorkerProcess
 ) -> None:
