@@ -84,10 +84,8 @@ def confirm() -> ResponseReturnValue:
     """Applies the action if the count is still the one shown; else shows the new count."""
     form = request.form
     kind = _kind(form.get("decision"))
-    scope = BulkScope.pin(
-        InboxFilter.of(form, where="form field"),
-        created_before=_number(form, "created_before", float),
-    )
+    inbox = InboxFilter.of(form, where="form field")
+    scope = BulkScope.pin(inbox, created_before=_number(form, "created_before", float))
     expected = _number(form, "expected_count", int)
     reason = form.get("reason", "")
     store = services().notifications
@@ -101,7 +99,7 @@ def confirm() -> ResponseReturnValue:
             scope, kind, exc.current, status=409, changed_from=expected, reason=reason
         )
     flash(outcome.summary(_VERBS[kind]), "info")
-    back: dict[str, Any] = scope.inbox.query()
+    back: dict[str, Any] = inbox.query()
     return redirect(url_for("pages.approvals.inbox", **back))
 
 
