@@ -172,6 +172,36 @@ def test_deny_needs_a_reason(stack_env: dict[str, str], client: Client) -> None:
     assert resolved.resolution is not None and resolved.resolution.kind == "deny"
 
 
+def test_bulk_allow_of_a_batch_confirms_the_count_and_deny_all(
+    stack_env: dict[str, str], client: Client, tmp_path: Path
+) -> None:
+    source = tmp_path / "mail.jsonl"
+    source.write_text("".join(json.dumps({"prompt": EMAIL}) + "\n" for _ in range(3)))
+    out = str(tmp_path / "mail-out.jsonl")
+    submitted = run_cli(stack_env, "batch", "run", str(source), "--out", out, "--no-wait")
+    bid = submitted.stdout.strip()
+    _, _, outsider = park(client)
+    deadline = time.monotonic() + 30
+    while len(client.notifications.pending(batch_id=bid)) < 3:
+        assert time.monotonic() < deadline, "the batch did not park"
+        time.sleep(0.05)
+    both = run_cli(stack_env, "approvals", "allow", outsider.id, "--batch", bid)
+    assert both.returncode == 2 and "not both" in both.stderr
+    neither = run_cli(stack_env, "approvals", "allow")
+    assert neither.returncode == 2 and "give a NOTIFICATION_ID" in neither.stderr
+    unconfirmed = run_cli(stack_env, "approvals", "allow", "--batch", bid, stdin="")
+    assert unconfirmed.returncode == 1 and "pass --yes" in unconfirmed.stderr
+    assert len(client.notifications.pending(batch_id=bid)) == 3
+    allowed = run_cli(stack_env, "approvals", "allow", "--batch", bid, "--yes")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "3 pending approvals match" in allowed.stdout
+    assert "allowed 3, already resolved 0" in allowed.stdout
+    assert client.notifications.pending(batch_id=bid) == [] and still_pending(client, outsider)
+    denied = run_cli(stack_env, "approvals", "deny", "--all", "--reason", "no", "--yes")
+    assert denied.returncode == 0 and "denied " in denied.stdout, denied.stderr
+    assert not still_pending(client, outsider)
+
+
 def test_submit_validates_the_json_and_the_schema(
     stack_env: dict[str, str], client: Client, tmp_path: Path
 ) -> None:
