@@ -8,10 +8,11 @@ from typing import Any
 
 import click
 
+from shared.cli.tail_view import TailView
 from shared.client import Client
 from shared.models.chunks import Text, Thought, ToolCallChunk
 from shared.models.config import ToolSelection
-from shared.models.events import EventBase, StepEvent
+from shared.models.events import EventBase
 from shared.validation import prompt_options
 
 __all__ = ["submit", "tail"]
@@ -108,24 +109,26 @@ def tail(conversation_id: str, from_start: bool) -> None:
     with Client() as client:
         client.conversation(conversation_id)
         after = "0-0" if from_start else client.events.last_id(conversation_id)
+        view = TailView()
         try:
             while True:
                 for event in client.events.wait(conversation_id, after, block_ms=1000):
                     after = event.id or after
-                    show_event(event)
+                    show_event(event, view)
         except KeyboardInterrupt:
             pass
 
 
-def show_event(event: EventBase) -> None:
-    if isinstance(event, StepEvent):
-        step = event.step
-        delta = step.thinking_delta or step.content_delta
-        if delta:
-            click.echo(delta, nl=False)
-            return
-        click.secho(f"\n[{step.type.value} {step.status.value}] {step.content[:200]}", dim=True)
-        return
-    click.secho(
-        f"\n[{event.model_dump(exclude={'id', 'conversation_id'}, exclude_none=True)}]", fg="yellow"
-    )
+_STYLES: dict[str, dict[str, Any]] = {
+    "": {},
+    "dim": {"dim": True},
+    "tool": {"fg": "cyan"},
+    "notice": {"fg": "yellow"},
+    "error": {"fg": "red"},
+}
+
+
+def show_event(event: EventBase, view: TailView) -> None:
+    """Prints an event as `TailView` reads it."""
+    for piece in view.pieces(event):
+        click.secho(piece.text, nl=False, **_STYLES[piece.style])

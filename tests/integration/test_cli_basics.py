@@ -117,3 +117,27 @@ def test_user_add_and_token_create(stack_env: dict[str, str], client: Client) ->
     token = created.stdout.strip()
     found = TokenStore(client.redis, client.keys).lookup(token)
     assert found is not None and found.role is Role.SUBMITTER
+
+
+def test_tail_prints_readable_lines(stack_env: dict[str, str], client: Client) -> None:
+    conversation = client.new_conversation(allow_all=True)
+    turn = conversation.send("call get_time {}")
+    answer = conversation.wait_for_turn(turn, timeout=30).text
+    process = subprocess.Popen(
+        [SIGNOFF, "tail", conversation.conversation_id, "--from-start"],
+        env={**os.environ, **stack_env},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, _ = process.communicate(timeout=3)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=10)
+    assert "{'" not in out and "kind" not in out, out  # no Python reprs
+    assert "\nthinking: " in "\n" + out and "→ get_time()" in out, out
+    assert answer and out.count(answer) == 1, out
+    assert f"turn {turn[:8]} started" in out and f"turn {turn[:8]} completed" in out, out
+    assert "status: idle" in out, out
