@@ -6,7 +6,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 from rich.console import Console
@@ -122,10 +122,10 @@ def run(
             _err.print(f"\ninterrupted: batch {bid} goes on; run the same command to resume")
             raise SystemExit(130) from None
         written = retry(lambda: write_results(store, bid, out), f"writing results to {out}")
-        _err.print(f"wrote {written} results to {out}")
+        _err.print(f"wrote {written.lines} results to {out}")
         if info.status is BatchStatus.CANCELLED:
             raise SystemExit(1)
-        failures = failure_text(info)
+        failures = failure_text(info, denied=written.denied)
         if failures:
             _err.print(f"[red]{failures}[/]; see {out}")
             raise SystemExit(1)
@@ -240,17 +240,20 @@ def _hint_approvals(progress: Progress, info: BatchInfo, settings: Settings, hin
 
 
 # Items that did not succeed, for the exit status: invalid lines were already reported
-# (and skipped) at submission, so they do not fail the run.
+# (and skipped) at submission, so they do not fail the run; an item whose tool call an
+# operator denied ends `done` but did not do what it was asked, so it does.
 FAILURE_STATES = (BatchState.FAILED, BatchState.CANCELLED)
 
 
-def failure_text(info: BatchInfo) -> str:
-    """ "3 of 200 items failed (failed 2, cancelled 1)", or "" when none did."""
-    counts = {state: info.counts[state] for state in FAILURE_STATES if info.counts[state]}
-    if not counts:
+def failure_text(info: BatchInfo, *, denied: int = 0) -> str:
+    """How many items failed, as in `3 of 200 items failed (failed 2, denied 1)`; or nothing."""
+    counts = {state.value: info.counts[state] for state in FAILURE_STATES}
+    counts["denied"] = denied
+    shown = {name: n for name, n in counts.items() if n}
+    if not shown:
         return ""
-    detail = ", ".join(f"{state.value} {n}" for state, n in counts.items())
-    return f"{sum(counts.values())} of {info.total} items failed ({detail})"
+    detail = ", ".join(f"{name} {n}" for name, n in shown.items())
+    return f"{sum(shown.values())} of {info.total} items failed ({detail})"
 
 
 def counts_text(info: BatchInfo) -> str:
@@ -266,16 +269,24 @@ def counts_text(info: BatchInfo) -> str:
     return " ".join(f"{state.value} {info.counts[state]}" for state in shown if info.counts[state])
 
 
-def write_results(store: BatchStore, bid: str, out: Path) -> int:
+class Written(NamedTuple):
+    """Result lines written, and how many of them had a tool call denied."""
+
+    lines: int
+    denied: int
+
+
+def write_results(store: BatchStore, bid: str, out: Path) -> Written:
     """Writes the results in input order via a temporary file: a crash leaves no half file."""
     partial = out.with_name(out.name + ".partial")
-    written = 0
+    written = denied = 0
     with partial.open("w", encoding="utf-8") as sink:
         for result in store.results(bid):
             sink.write(json.dumps(result, ensure_ascii=False) + "\n")
             written += 1
+            denied += result["status"] == BatchState.DONE.value and result["denied"] > 0
     partial.replace(out)
-    return written
+    return Written(written, denied)
 
 
 @batch.command("status")
@@ -331,7 +342,7 @@ def results(batch_id: str, out: Path | None) -> None:
         retry = retrying(client.settings)
         if out is not None:
             written = retry(lambda: write_results(store, batch_id, out), f"writing {out}")
-            click.echo(f"wrote {written} results to {out}", err=True)
+            click.echo(f"wrote {written.lines} results to {out}", err=True)
             return
         printed = [0]  # a retry goes on from the first line not yet printed
         retry(lambda: _print_results(store, batch_id, printed), f"reading batch {batch_id}")

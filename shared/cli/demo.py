@@ -43,7 +43,7 @@ def run_demo(supervisor: Supervisor, *, examples: Path = EXAMPLES, results: Path
         watch(store, bid, settings)
         written = write_results(store, bid, results)
     click.secho(
-        f"demo: {written} results written to {results}; Ctrl-C stops everything", fg="green"
+        f"demo: {written.lines} results written to {results}; Ctrl-C stops everything", fg="green"
     )
 
 

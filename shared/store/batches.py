@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 from shared.errors import Conflict, CorruptRecord, NotFound, SignoffError
 from shared.models.config import ConversationConfig, PromptOptions
 from shared.models.content import Content
-from shared.models.steps import USAGE_FIELDS, UsageMetadata
+from shared.models.steps import USAGE_FIELDS, StepStatus, StepType, UsageMetadata
 from shared.settings import Settings
 from shared.store.base import AdvancingStore
 from shared.store.batch_scripts import CREATE, REGISTER, TRANSITION
@@ -546,6 +546,7 @@ def _result(item: dict[str, Any], state: Any, turn: dict[str, str]) -> dict[str,
         "structured_output": None,
         "usage": None,
         "error": item.get("error") or None,
+        "denied": 0,
     }
     if turn.get("response"):
         response = json.loads(turn["response"])
@@ -553,7 +554,18 @@ def _result(item: dict[str, Any], state: Any, turn: dict[str, str]) -> dict[str,
             text=response.get("text"),
             structured_output=response.get("structured_output"),
             usage=response.get("usage_metadata"),
+            denied=_denied(response),
         )
     elif turn.get("error"):
         result["error"] = turn["error"]
     return result
+
+
+def _denied(response: dict[str, Any]) -> int:
+    """Tool calls of the turn an operator denied (or that were cancelled while they waited)."""
+    return sum(
+        1
+        for step in response.get("steps") or []
+        if step.get("type") == StepType.TOOL_RESULT.value
+        and step.get("status") == StepStatus.CANCELED.value
+    )

@@ -17,7 +17,7 @@ import pytest
 from shared.client import Client
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.events import StepEvent
-from shared.models.notifications import Allow
+from shared.models.notifications import Allow, Deny
 from shared.settings import Settings
 from shared.store.batches import BatchState, BatchStatus, BatchStore
 from tests.stack import ROOT, WorkerProcess
@@ -193,6 +193,37 @@ def test_failed_items_fail_the_run(
         "done",
         "failed",
     ]
+
+
+def test_an_item_with_a_denied_call_fails_the_run(
+    tmp_path: Path, stack_env: dict[str, str], client: Client
+) -> None:
+    mail = 'call send_email {"to": "x@example.com", "subject": "s", "body": "b"}'
+    source = write_jsonl(
+        tmp_path / "deny.jsonl", [{"id": "ok", "prompt": "fine"}, {"id": "mail", "prompt": mail}]
+    )
+    out = tmp_path / "deny-out.jsonl"
+    process = subprocess.Popen(
+        [SIGNOFF, "batch", "run", str(source), "--out", str(out)],
+        env={**os.environ, **stack_env, "COLUMNS": "250"},
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    state_file = tmp_path / "deny-out.jsonl.batch"
+    deadline = time.monotonic() + 60
+    while not state_file.exists() or not client.notifications.pending(
+        batch_id=state_file.read_text().strip()
+    ):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    [note] = client.notifications.pending(batch_id=state_file.read_text().strip())
+    client.resolve_notification(note.id, Deny(reason="not today"), actor="operator")
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1, stderr
+    assert "1 of 2 items failed (denied 1)" in " ".join(stderr.split())
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["status"], r["denied"]) for r in results] == [("done", 0), ("done", 1)]
 
 
 def test_malformed_lines_are_reported_and_the_rest_runs(

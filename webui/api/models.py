@@ -325,6 +325,7 @@ class BatchResult(BaseModel):
     structured_output: Any = None
     usage: UsageMetadata | None
     error: str | None
+    denied: int = Field(0, description="Tool calls an operator denied in the item's turn.")
 
 
 # Bulk approvals
