@@ -30,6 +30,7 @@ from shared.models.events import ChatResponse, ConversationStatus, EventBase
 from shared.models.notifications import Notification, Resolution
 from shared.models.steps import Step, UsageMetadata
 from shared.settings import Settings, load_settings
+from shared.store.agents import resolve_options
 from shared.store.bundle import Stores
 from shared.store.connection import CLIENT_POOL, connect
 from shared.store.conversations import ConversationRecord, Submission
@@ -76,12 +77,17 @@ class Client:
         """Creates a conversation: `ConversationOptions`, or its fields as keywords.
 
         Every omitted option defaults from settings; a bad or unknown one is InvalidInput
-        naming it. `policy_may_loosen`: whether `tools` and `allow_all` may loosen the
+        naming it. `agent="name"` runs as that named agent (its latest version, or
+        `agent_version`): its options are used and recorded with its name and version.
+        `policy_may_loosen`: whether `tools` and `allow_all` may loosen the
         operator's tool policy. True for a direct client (it holds the Redis credentials);
         the web sets it from the caller's role. `owner` records who created it.
         """
-        config = conversation_options(options, **chosen).resolve(
-            self.settings, policy_may_loosen=policy_may_loosen
+        config = resolve_options(
+            conversation_options(options, **chosen),
+            self.settings,
+            policy_may_loosen=policy_may_loosen,
+            agents=self.stores.agents,
         )
         return self.create(config, conversation_id=conversation_id, owner=owner)
 

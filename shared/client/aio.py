@@ -24,11 +24,13 @@ from shared.models.config import ConversationConfig, ConversationOptions
 from shared.models.events import ChatResponse, EventBase
 from shared.models.steps import Step, UsageMetadata
 from shared.settings import Settings, load_settings
+from shared.store.agents import AgentStore, resolve_options
 from shared.store.connection import ASYNC_CLIENT_POOL, connect, connect_async, storage_errors
 from shared.store.conversations import ConversationRecord, ConversationStore
 from shared.store.event_log import parse_event
 from shared.store.history import HistorySnapshot, HistoryStore
 from shared.store.keys import KeySpace
+from shared.store.policy import PolicyStore
 from shared.validation import (
     conversation_options,
     prompt_options,
@@ -48,9 +50,9 @@ class AsyncClient:
         self.redis = connect_async(self.settings, pool=ASYNC_CLIENT_POOL)
         self.keys = KeySpace(self.settings.key_prefix)
         # The store's pure halves (key names, arguments, parsing) are shared with the sync client.
-        self.store = ConversationStore(
-            connect(self.settings, pool=ASYNC_CLIENT_POOL), self.keys, self.settings
-        )
+        sync_redis = connect(self.settings, pool=ASYNC_CLIENT_POOL)
+        self.store = ConversationStore(sync_redis, self.keys, self.settings)
+        self.agents = AgentStore(sync_redis, self.keys, PolicyStore(sync_redis, self.keys))
         self.tasks = TaskSender(self.settings)
 
     async def new_conversation(
@@ -64,8 +66,12 @@ class AsyncClient:
         **chosen: Any,
     ) -> AsyncConversation:
         """`Client.new_conversation`, awaited."""
-        config = conversation_options(options, **chosen).resolve(
-            self.settings, policy_may_loosen=policy_may_loosen
+        config = await asyncio.to_thread(
+            resolve_options,
+            conversation_options(options, **chosen),
+            self.settings,
+            policy_may_loosen=policy_may_loosen,
+            agents=self.agents,
         )
         return await self.create(config, conversation_id=conversation_id, owner=owner)
 

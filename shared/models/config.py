@@ -20,6 +20,7 @@ from shared.schema.limits import (
 from shared.settings import DoubleTextPolicy, Settings
 
 __all__ = [
+    "AGENT_NAME_PATTERN",
     "INTEGRAL",
     "LABEL_PATTERN",
     "MAX_APPROVAL_TIMEOUT_S",
@@ -30,6 +31,7 @@ __all__ = [
     "MAX_TURN_TIMEOUT_S",
     "RESPONSE_SCHEMA",
     "TOOL_NAME_PATTERN",
+    "AgentOptions",
     "ConversationConfig",
     "ConversationOptions",
     "PromptOptions",
@@ -63,6 +65,7 @@ MAX_APPROVAL_TIMEOUT_S = 365 * 86_400
 MAX_HISTORY_SIZE = 10_000_000
 MAX_LABELS = 16
 LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+AGENT_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
 
@@ -141,6 +144,8 @@ class ConversationConfig(BaseModel):
     )
     batch_id: str | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+    agent: str | None = Field(None, description="The named agent it runs as, if any.")
+    agent_version: int | None = Field(None, description="The version of that agent.")
 
     @field_validator("labels")
     @classmethod
@@ -210,14 +215,8 @@ class PromptOptions(BaseModel):
         return config.model_copy(update=update) if update else config
 
 
-class ConversationOptions(BaseModel):
-    """How a new conversation runs, as its creator asks; an omitted option defaults from settings.
-
-    The one list of options: `Client.new_conversation`, the API's request body, a batch's
-    configuration and the CLI all read it, and `resolve` turns it into the stored config.
-    Unless the creator may loosen the operator's tool policy, `tools` only tightens it,
-    and the web refuses `allow_all` and `labels` below the operator role.
-    """
+class AgentOptions(BaseModel):
+    """What a named agent fixes of the conversations it runs (`shared.models.agents`)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -231,22 +230,43 @@ class ConversationOptions(BaseModel):
     tools: dict[Annotated[str, Field(pattern=TOOL_NAME_PATTERN)], ToolPolicy] | None = Field(
         None, max_length=256
     )
-    allow_all: bool = False
     labels: list[Annotated[str, Field(pattern=LABEL_PATTERN)]] | None = Field(
         None, max_length=MAX_LABELS, description="Operator only: tool policy rules match labels."
     )
     tool_selection: ToolSelection = ToolSelection.AUTO
-    max_history_size: _HistorySize | None = None
     response_schema: dict[str, Any] | None = Field(None, description=RESPONSE_SCHEMA)
-    double_text_policy: DoubleTextPolicy | None = None
     max_model_calls: _ModelCalls | None = None
     max_tool_calls: _ToolCalls | None = None
     timeout_s: float | None = Field(None, gt=0, le=MAX_TURN_TIMEOUT_S)
     metadata: (
         dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=2000)]] | None
     ) = Field(None, max_length=64)
-    compaction_token_budget: _TokenBudget | None = None
     approval_timeout_s: _ApprovalTimeout | None = None
+
+
+class ConversationOptions(AgentOptions):
+    """How a new conversation runs, as its creator asks; an omitted option defaults from settings.
+
+    The one list of options: `Client.new_conversation`, the API's request body, a batch's
+    configuration and the CLI all read it, and `resolve` turns it into the stored config.
+    Unless the creator may loosen the operator's tool policy, `tools` only tightens it,
+    and the web refuses `allow_all` and `labels` below the operator role. With `agent`,
+    the named agent's options replace these (`shared.store.agents.resolve_options`).
+    """
+
+    allow_all: bool = False
+    max_history_size: _HistorySize | None = None
+    double_text_policy: DoubleTextPolicy | None = None
+    compaction_token_budget: _TokenBudget | None = None
+    agent: str | None = Field(
+        None,
+        pattern=AGENT_NAME_PATTERN,
+        description="Run as this named agent: its options are used, and the conversation "
+        "records its name and version.",
+    )
+    agent_version: Annotated[int, Field(gt=0), INTEGRAL] | None = Field(
+        None, description="With `agent`: this version of it (default: its latest)."
+    )
 
     def resolve(self, settings: Settings, *, policy_may_loosen: bool) -> ConversationConfig:
         """The stored configuration: these choices over the defaults of `settings`."""

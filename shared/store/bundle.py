@@ -8,6 +8,7 @@ from redis import Redis
 
 from shared.client.tasks import Advancer
 from shared.settings import Settings
+from shared.store.agents import AgentStore
 from shared.store.batches import BatchStore
 from shared.store.conversations import ConversationStore
 from shared.store.event_log import EventLog
@@ -15,6 +16,7 @@ from shared.store.history import HistoryStore
 from shared.store.keys import KeySpace
 from shared.store.notifications import NotificationStore
 from shared.store.policy import PolicyStore
+from shared.store.schedules import ScheduleStore
 
 __all__ = ["Stores"]
 
@@ -31,10 +33,14 @@ class Stores:
     notifications: NotificationStore
     batches: BatchStore
     policies: PolicyStore
+    agents: AgentStore
+    schedules: ScheduleStore
 
     @classmethod
     def build(cls, client: Redis, settings: Settings, tasks: Advancer | None) -> Stores:
         keys = KeySpace(settings.key_prefix)
+        policies = PolicyStore(client, keys)
+        agents = AgentStore(client, keys, policies)
         return cls(
             redis=client,
             keys=keys,
@@ -43,7 +49,9 @@ class Stores:
             events=EventLog(client, keys),
             notifications=NotificationStore(client, keys, settings, tasks),
             batches=BatchStore(client, keys, settings, tasks),
-            policies=PolicyStore(client, keys),
+            policies=policies,
+            agents=agents,
+            schedules=ScheduleStore(client, keys, agents),
         )
 
     def history(self, cid: str, *, max_history_size: int | None = None) -> HistoryStore:

@@ -247,6 +247,39 @@ class KeySpace:
         """HASH: tool name -> JSON (description, built-in default policy), written by workers."""
         return f"{self.prefix}:tools"
 
+    # Named agents and their schedules
+    def agents(self) -> str:
+        """HASH: agent name -> its latest version."""
+        return f"{self.prefix}:agents"
+
+    def agent_versions(self, name: str) -> str:
+        """HASH: version -> that version of one agent (JSON)."""
+        return f"{self.prefix}:agent:{{{check_id(name, 'agent name')}}}:versions"
+
+    def schedules(self) -> str:
+        """HASH: schedule name -> the schedule (JSON) as its operator wrote it."""
+        return f"{self.prefix}:schedules"
+
+    def schedule_state(self, name: str) -> str:
+        """HASH of one schedule's runs: paused, last fire, its conversation, counts."""
+        return f"{self.prefix}:schedule:{{{check_id(name, 'schedule name')}}}:state"
+
+    def schedule_runs(self, name: str) -> str:
+        """STREAM of one schedule's fires: the slot, when it fired, what happened (capped)."""
+        return f"{self.prefix}:schedule:{{{check_id(name, 'schedule name')}}}:runs"
+
+    def schedule_queue(self, name: str) -> str:
+        """LIST of the due times (ms) of fires waiting for the schedule's running conversation."""
+        return f"{self.prefix}:schedule:{{{check_id(name, 'schedule name')}}}:queue"
+
+    def schedules_waiting(self) -> str:
+        """SET of schedules with fires waiting (`overlap: queue`)."""
+        return f"{self.prefix}:schedules:waiting"
+
+    def schedules_due(self) -> str:
+        """ZSET: schedule name -> its next fire time; claiming a slot moves the score on."""
+        return f"{self.prefix}:schedules:due"
+
     def rate_bucket(self, provider: str, model: str, unit: str) -> str:
         """HASH of one token bucket (`requests` or `tokens`) shared by every worker."""
         return f"{self.prefix}:ratelimit:{{{provider}:{model}}}:{unit}"

@@ -1,0 +1,254 @@
+"""Schedule records in Redis, and the atomic claim that makes each slot fire once.
+
+`signoff:schedules:due` holds each active schedule's next fire time (integer ms). A beat
+process that finds a slot due claims it with a compare-and-set on that score: only the
+caller that still sees the slot's score moves it on to the next slot, so with any number
+of beat processes each slot is handed to exactly one. What a fire did is appended to the
+schedule's runs stream and summed up in its state hash.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from shared.errors import Conflict, CorruptRecord, InvalidInput, NotFound
+from shared.models.schedules import (
+    NewSchedule,
+    RunOutcome,
+    Schedule,
+    ScheduleRun,
+    ScheduleStatus,
+)
+from shared.store.agents import AgentStore
+from shared.store.connection import storage_errors
+from shared.store.keys import KeySpace
+from shared.store.lua import LuaScript
+
+__all__ = ["MAX_QUEUED_RUNS", "ScheduleStore", "to_ms"]
+
+MAX_QUEUED_RUNS = 10  # fires an `overlap: queue` schedule keeps waiting behind a running one
+_RUNS_MAXLEN = 1_000
+_SHOWN_NEXT = 5
+_SKIPS = {RunOutcome.SKIPPED, RunOutcome.MISSED}
+
+# KEYS: due   ARGV: name, the slot's due ms, the next slot's ms ('' when none is left)
+# -> 1 when this caller claimed the slot, 0 when another did (or it was paused or deleted)
+_CLAIM = LuaScript(
+    """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
+if ARGV[3] == '' then redis.call('ZREM', KEYS[1], ARGV[1])
+else redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1]) end
+return 1
+"""
+)
+
+# KEYS: state, queue   ARGV: the conversation the queued fires wait for, the prefix of a
+# run's conversation id -> the due ms of the next queued fire, taken by this caller (its run
+# becomes the one the next waits for); nil when none, or another caller took it
+_TAKE_QUEUED = LuaScript(
+    """
+if (redis.call('HGET', KEYS[1], 'conversation_id') or '') ~= ARGV[1] then return nil end
+local due = redis.call('LPOP', KEYS[2])
+if due then redis.call('HSET', KEYS[1], 'conversation_id', ARGV[2] .. due) end
+return due
+"""
+)
+
+
+def to_ms(moment: float) -> int:
+    return round(moment * 1000)
+
+
+class ScheduleStore:
+    """Schedules, their state, their runs, and the claims of due slots."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace, agents: AgentStore) -> None:
+        self.client = client
+        self.keys = keys
+        self.agents = agents
+
+    def create(self, new: NewSchedule, *, actor: str, now: float | None = None) -> Schedule:
+        """Stores a schedule and its first slot; its agent (and pinned version) must exist."""
+        now = time.time() if now is None else now
+        try:
+            self.agents.get(new.agent, new.agent_version)
+        except NotFound as exc:
+            raise InvalidInput(f"schedule {new.name!r}: {exc}") from None
+        schedule = Schedule(**new.model_dump(), created_at=now, created_by=actor)
+        first = schedule.next_after(now)
+        if first is None:
+            raise InvalidInput(f"schedule {new.name!r}: `at` is in the past, it would never fire")
+        with storage_errors("creating a schedule"):
+            if not self.client.hsetnx(self.keys.schedules(), new.name, schedule.model_dump_json()):
+                raise Conflict(f"schedule {new.name!r} already exists")
+            with self.client.pipeline() as pipe:
+                pipe.delete(self.keys.schedule_state(new.name), self.keys.schedule_queue(new.name))
+                pipe.hset(self.keys.schedule_state(new.name), "paused", "0")
+                pipe.zadd(self.keys.schedules_due(), {new.name: to_ms(first)})
+                pipe.execute()
+        return schedule
+
+    def get(self, name: str) -> Schedule:
+        with storage_errors("reading a schedule"):
+            doc = self.client.hget(self.keys.schedules(), name)
+        if doc is None:
+            raise NotFound(f"there is no schedule named {name!r}")
+        return _parse(doc)
+
+    def status(self, name: str, *, now: float | None = None) -> ScheduleStatus:
+        return self._status(self.get(name), time.time() if now is None else now)
+
+    def _status(self, schedule: Schedule, now: float) -> ScheduleStatus:
+        with storage_errors("reading a schedule's state"), self.client.pipeline() as pipe:
+            pipe.hgetall(self.keys.schedule_state(schedule.name))
+            pipe.zscore(self.keys.schedules_due(), schedule.name)
+            pipe.llen(self.keys.schedule_queue(schedule.name))
+            state, score, pending = pipe.execute()
+        paused = state.get("paused") == "1"
+        upcoming: list[float] = []
+        if not paused and score is not None:
+            upcoming = [score / 1000, *schedule.next_times(score / 1000, _SHOWN_NEXT - 1)]
+        outcome = state.get("last_outcome")
+        return ScheduleStatus(
+            schedule=schedule,
+            paused=paused,
+            next_fire_times=upcoming,
+            conversation_id=state.get("conversation_id") or None,
+            runs=int(state.get("runs", 0)),
+            skipped=int(state.get("skipped", 0)),
+            pending=int(pending),
+            last_outcome=RunOutcome(outcome) if outcome else None,
+        )
+
+    def pause(self, name: str) -> None:
+        """No fire until resumed; slots that pass meanwhile are not missed, just not due."""
+        self.get(name)
+        with storage_errors("pausing a schedule"), self.client.pipeline() as pipe:
+            pipe.hset(self.keys.schedule_state(name), "paused", "1")
+            pipe.zrem(self.keys.schedules_due(), name)
+            pipe.execute()
+
+    def resume(self, name: str, *, now: float | None = None) -> None:
+        """Fires again from the first slot after now."""
+        upcoming = self.get(name).next_after(time.time() if now is None else now)
+        with storage_errors("resuming a schedule"), self.client.pipeline() as pipe:
+            pipe.hset(self.keys.schedule_state(name), "paused", "0")
+            if upcoming is not None:
+                pipe.zadd(self.keys.schedules_due(), {name: to_ms(upcoming)})
+            pipe.execute()
+
+    def delete(self, name: str) -> None:
+        """Removes the schedule; its conversations and their history stay."""
+        with storage_errors("deleting a schedule"), self.client.pipeline() as pipe:
+            pipe.hdel(self.keys.schedules(), name)
+            pipe.zrem(self.keys.schedules_due(), name)
+            pipe.srem(self.keys.schedules_waiting(), name)
+            removed, *_ = pipe.execute()
+        if not removed:
+            raise NotFound(f"there is no schedule named {name!r}")
+        with storage_errors("deleting a schedule"):
+            self.client.delete(
+                self.keys.schedule_state(name),
+                self.keys.schedule_runs(name),
+                self.keys.schedule_queue(name),
+            )
+
+    # What beat does
+
+    def due(self, now: float, *, limit: int = 500) -> list[tuple[str, int]]:
+        """Schedules whose next slot is due, soonest first: (name, due ms)."""
+        with storage_errors("reading due schedules"):
+            found: Any = self.client.zrangebyscore(
+                self.keys.schedules_due(), "-inf", to_ms(now), start=0, num=limit, withscores=True
+            )
+        return [(str(name), int(score)) for name, score in found]
+
+    def next_due(self) -> float | None:
+        """When the soonest slot is due (Unix time); None when nothing is scheduled."""
+        with storage_errors("reading due schedules"):
+            found: Any = self.client.zrange(self.keys.schedules_due(), 0, 0, withscores=True)
+        return found[0][1] / 1000 if found else None
+
+    def claim(self, name: str, due_ms: int, next_ms: int | None) -> bool:
+        """Takes the slot due at `due_ms` and moves the schedule on to `next_ms`, atomically."""
+        with storage_errors("claiming a schedule's slot"):
+            won = _CLAIM(
+                self.client,
+                [self.keys.schedules_due()],
+                [name, due_ms, "" if next_ms is None else next_ms],
+            )
+        return bool(won)
+
+    def record(self, name: str, run: ScheduleRun) -> None:
+        """Appends a fire to the runs stream and sums it into the schedule's state."""
+        state = self.keys.schedule_state(name)
+        fields: dict[Any, Any] = {"last_outcome": run.outcome.value}
+        if run.conversation_id:
+            fields["conversation_id"] = run.conversation_id
+        with storage_errors("recording a schedule's fire"), self.client.pipeline() as pipe:
+            pipe.xadd(
+                self.keys.schedule_runs(name),
+                {"run": run.model_dump_json()},
+                maxlen=_RUNS_MAXLEN,
+                approximate=True,
+            )
+            pipe.hset(state, mapping=fields)
+            if run.outcome in _SKIPS:
+                pipe.hincrby(state, "skipped", 1)
+            elif run.outcome not in (RunOutcome.FAILED, RunOutcome.QUEUED):
+                pipe.hincrby(state, "runs", 1)
+            pipe.execute()
+
+    def runs(self, name: str, *, limit: int = 100) -> list[ScheduleRun]:
+        """The latest fires, newest first."""
+        with storage_errors("reading a schedule's runs"):
+            raw: Any = self.client.xrevrange(self.keys.schedule_runs(name), count=limit)
+        return [ScheduleRun.model_validate_json(fields["run"]) for _, fields in raw]
+
+    def queue_run(self, name: str, due_ms: int) -> bool:
+        """Keeps a fire waiting behind the running one; False when MAX_QUEUED_RUNS wait."""
+        with storage_errors("queueing a schedule's fire"):
+            if int(self.client.llen(self.keys.schedule_queue(name))) >= MAX_QUEUED_RUNS:
+                return False
+            with self.client.pipeline() as pipe:
+                pipe.rpush(self.keys.schedule_queue(name), due_ms)
+                pipe.sadd(self.keys.schedules_waiting(), name)
+                pipe.execute()
+        return True
+
+    def waiting(self) -> list[str]:
+        """Schedules with fires queued behind a running conversation."""
+        with storage_errors("reading waiting schedules"):
+            members: Any = self.client.smembers(self.keys.schedules_waiting())
+        return sorted(str(n) for n in members)
+
+    def take_queued(self, name: str, after: str, run_prefix: str) -> int | None:
+        """The next queued fire, if the run it waited for is still `after` (once among callers).
+
+        Its run's conversation id is `run_prefix` and its due ms.
+        """
+        keys = [self.keys.schedule_state(name), self.keys.schedule_queue(name)]
+        with storage_errors("taking a queued fire"):
+            taken = _TAKE_QUEUED(self.client, keys, [after, run_prefix])
+            if taken is None and not self.client.exists(self.keys.schedule_queue(name)):
+                self.client.srem(self.keys.schedules_waiting(), name)
+        return None if taken is None else int(taken)
+
+    def list(self, *, now: float | None = None) -> list[ScheduleStatus]:
+        """Every schedule, by name, with its state."""
+        with storage_errors("listing schedules"):
+            raw: dict[str, str] = self.client.hgetall(self.keys.schedules())  # type: ignore[assignment]
+        moment = time.time() if now is None else now
+        return [self._status(_parse(doc), moment) for _, doc in sorted(raw.items())]
+
+
+def _parse(doc: Any) -> Schedule:
+    try:
+        return Schedule.model_validate_json(doc)
+    except ValidationError as exc:
+        raise CorruptRecord(f"a schedule does not parse: {exc}") from exc
