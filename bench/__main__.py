@@ -5,7 +5,16 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["history", "throughput", "streaming", "approvals", "batch", "web", "fsync"]
+BENCHMARKS = [
+    "history",
+    "throughput",
+    "streaming",
+    "approvals",
+    "batch",
+    "web",
+    "fsync",
+    "schedules",
+]
 
 
 def main(names: list[str]) -> None:

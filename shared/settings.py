@@ -134,6 +134,19 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(
         15.0, gt=0, description="How often the scheduler sweeps for stalled work."
     )
+    schedule_poll_s: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="Longest wait of `signoff beat` between looks for new schedules; "
+        "a known next fire is waited for exactly.",
+    )
+    schedule_misfire_s: float = Field(
+        60.0,
+        gt=0,
+        description="A schedule's fire handled later than this after its due time was missed "
+        "(beat was down): it runs once or is skipped, by the schedule's `missed` policy.",
+    )
     leg_time_slice_s: float = Field(
         300.0, gt=0, description="A leg yields its worker after this long."
     )

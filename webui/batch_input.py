@@ -1,7 +1,8 @@
 """A batch submitted through the API: its configuration and its items, checked one by one.
 
 The items of a JSON body are checked like the lines of the CLI's file: a malformed
-item becomes an `invalid` item that names its index, and the others run. Pure: no I/O.
+item becomes an `invalid` item that names its index, and the others run. Pure but for
+reading the agent a configuration names.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 from shared.errors import SignoffError
 from shared.models.content import Content
 from shared.settings import Settings
+from shared.store.agents import AgentStore, resolve_options
 from shared.store.batches import BatchConfig, BatchLine, line_options
 from shared.validation import validate_prompt
 from webui.api.models import BatchConfigBody
@@ -24,12 +26,13 @@ MAX_ITEM_ID = 200
 
 
 def batch_config(
-    settings: Settings, body: BatchConfigBody, *, policy_may_loosen: bool = False
+    settings: Settings, body: BatchConfigBody, *, policy_may_loosen: bool, agents: AgentStore
 ) -> BatchConfig:
-    return BatchConfig(
-        conversation=body.conversation.resolve(settings, policy_may_loosen=policy_may_loosen),
-        max_concurrency=body.max_concurrency,
+    """The batch's configuration; its conversation options may name an agent (read here)."""
+    conversation = resolve_options(
+        body.conversation, settings, policy_may_loosen=policy_may_loosen, agents=agents
     )
+    return BatchConfig(conversation=conversation, max_concurrency=body.max_concurrency)
 
 
 def _item(index: int, raw: Any, settings: Settings) -> BatchLine:

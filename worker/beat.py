@@ -2,7 +2,9 @@
 
 Sending the sweep as a task would make expiry wait for a worker to take it; run here,
 an overdue approval expires on time with no worker at all, and the `advance` the sweep
-sends for it waits in the queue until a worker comes.
+sends for it waits in the queue until a worker comes. It also fires the operators'
+schedules, on a thread of its own (`worker/schedule_firer.py`), so a long sweep never
+delays a fire.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from celery.beat import ScheduleEntry, Scheduler
 
 from shared.client.tasks import SWEEP
 from shared.errors import SignoffError
+from worker.schedule_firer import ScheduleFirer
+from worker.schedule_runs import ScheduleRunner
 
 __all__ = ["SweepingScheduler"]
 
@@ -28,6 +32,19 @@ _STOPS = (signal.SIGTERM, signal.SIGINT)
 
 class SweepingScheduler(Scheduler):
     """Runs the sweep entry in this process; any other entry is sent as usual."""
+
+    firer: ScheduleFirer | None = None
+
+    def setup_schedule(self) -> None:
+        super().setup_schedule()
+        runtime = self.app.signoff_runtime
+        self.firer = ScheduleFirer(ScheduleRunner(runtime.stores, runtime.send_advance))
+        self.firer.start()
+
+    def close(self) -> None:
+        if self.firer is not None:
+            self.firer.stop()
+        super().close()
 
     def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
         if entry.task != SWEEP:

@@ -15,9 +15,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from shared.cli.retry import RedisRetry
 from shared.client import Client
 from shared.errors import InvalidInput
-from shared.models.config import ConversationConfig
+from shared.models.config import ConversationOptions
 from shared.schema import check_schema
-from shared.settings import Settings, load_settings
+from shared.settings import Settings
+from shared.store.agents import resolve_options
 from shared.store.batches import (
     BatchConfig,
     BatchInfo,
@@ -58,6 +59,7 @@ def store_for(client: Client) -> BatchStore:
 @click.option("--model", default=None, help="Model (default: SIGNOFF_MODEL).")
 @click.option("--system-prompt", default="", help="System prompt for every conversation.")
 @click.option("--allow-all", is_flag=True, help="Run every tool without asking.")
+@click.option("--agent", default=None, help="Every item runs as this named agent.")
 @click.option(
     "--tools", "tools_json", default=None, help='Tool policies as JSON, e.g. {"send_email": "ask"}.'
 )
@@ -82,6 +84,7 @@ def run(
     model: str | None,
     system_prompt: str,
     allow_all: bool,
+    agent: str | None,
     tools_json: str | None,
     schema_path: Path | None,
     max_concurrency: int,
@@ -93,9 +96,13 @@ def run(
     Interrupted (Ctrl-C), the batch goes on in the background; the same command resumes:
     items already submitted are skipped.
     """
-    config = _config(provider, model, system_prompt, allow_all, tools_json, schema_path)
+    options = _options(provider, model, system_prompt, allow_all, tools_json, schema_path, agent)
     state_file = out.with_name(out.name + ".batch")
     with Client() as client:
+        # the CLI holds the Redis credentials: it speaks for the operator
+        config = resolve_options(
+            options, client.settings, policy_may_loosen=True, agents=client.stores.agents
+        )
         store = store_for(client)
         retry = retrying(client.settings)
         bid = batch_id or (state_file.read_text().strip() if state_file.exists() else new_id()[:16])
@@ -131,31 +138,30 @@ def run(
             raise SystemExit(1)
 
 
-def _config(
+def _options(
     provider: str | None,
     model: str | None,
     system_prompt: str,
     allow_all: bool,
     tools_json: str | None,
     schema_path: Path | None,
-) -> ConversationConfig:
-    settings = load_settings()
+    agent: str | None,
+) -> ConversationOptions:
     tools = _json_option("--tools", tools_json) if tools_json else None
     schema = (
         check_schema(_json_option("--schema", schema_path.read_text()), name="--schema")
         if schema_path
         else None
     )
-    options = conversation_options(
+    return conversation_options(
         provider=provider,
         model=model,
         system_prompt=system_prompt,
         allow_all=allow_all,
         tools=tools,
         response_schema=schema,
+        agent=agent,
     )
-    # the CLI holds the Redis credentials: it speaks for the operator
-    return options.resolve(settings, policy_may_loosen=True)
 
 
 def _json_option(name: str, raw: str) -> Any:

@@ -23,6 +23,7 @@ __all__ = ["submit", "tail"]
 @click.option("--follow", is_flag=True, help="Stream the answer and wait for the end of the turn.")
 @click.option("--conversation", "conversation_id", default=None, help="Send to this conversation.")
 @click.option("--allow-all", is_flag=True, help="Run every tool without asking.")
+@click.option("--agent", default=None, help="A new conversation runs as this named agent.")
 @click.option(
     "--tool-selection",
     type=click.Choice([s.value for s in ToolSelection]),
@@ -44,11 +45,14 @@ def submit(
     follow: bool,
     conversation_id: str | None,
     allow_all: bool,
+    agent: str | None,
     tool_selection: str | None,
     timeout_s: float | None,
     schema_source: str | None,
 ) -> None:
     """Send PROMPT as a background job; prints the conversation and turn ids."""
+    if agent and conversation_id:
+        raise click.UsageError("--agent starts a new conversation: leave out --conversation")
     # checked before a conversation is created
     options = prompt_options(
         tool_selection=tool_selection,
@@ -59,7 +63,7 @@ def submit(
         conversation = (
             client.conversation(conversation_id)
             if conversation_id
-            else client.new_conversation(allow_all=allow_all)
+            else client.new_conversation(allow_all=allow_all, agent=agent)
         )
         if not follow:
             turn_id = conversation.send(prompt, **options)

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from shared.cli.agents import agent
 from shared.cli.approvals import approvals
 from shared.cli.batch import batch
 from shared.cli.chat import chat
@@ -15,6 +16,7 @@ from shared.cli.conversations import submit, tail
 from shared.cli.doctor import doctor
 from shared.cli.policy import policy
 from shared.cli.processes import beat, up, web, worker
+from shared.cli.schedules import schedule
 from shared.cli.users import token, user
 from shared.errors import NotFound, SignoffError
 
@@ -39,12 +41,14 @@ def cli() -> None:
 
 
 COMMANDS = (
+    agent,
     approvals,
     batch,
     beat,
     chat,
     doctor,
     policy,
+    schedule,
     submit,
     tail,
     token,

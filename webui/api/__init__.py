@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint
 
 from webui.api import (
+    agents,
     audit,
     batches,
     conversations,
@@ -14,6 +15,7 @@ from webui.api import (
     openapi,
     policy,
     prompts,
+    schedules,
     tokens,
     usage,
     users,
@@ -36,6 +38,8 @@ def blueprint() -> Blueprint:
         batches,
         audit,
         policy,
+        agents,
+        schedules,
         tokens,
         users,
         openapi,

@@ -61,7 +61,12 @@ def _check_caller(svc: Services, caller: Principal, body: NewBatch) -> None:
 def _submit(svc: Services, caller: Principal, body: NewBatch) -> BatchSubmitted:
     _check_caller(svc, caller, body)
     try:
-        config = batch_config(svc.settings, body.config, policy_may_loosen=is_operator(caller))
+        config = batch_config(
+            svc.settings,
+            body.config,
+            policy_may_loosen=is_operator(caller),
+            agents=svc.stores.agents,
+        )
     except ValidationError as exc:
         raise invalid_body(exc) from None
     bid = svc.batches.create(config, batch_id=body.batch_id, created_by=caller.name)

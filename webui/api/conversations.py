@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, url_for
 from pydantic import ValidationError
 
+from shared.store.agents import resolve_options
 from shared.store.policy import policy_table
 from shared.store.users import Role
 from webui.api.models import (
@@ -55,7 +56,9 @@ def create() -> Response:
         caller, svc.policies, tools=body.tools, allow_all=body.allow_all, labels=body.labels
     )
     try:
-        config = body.resolve(svc.settings, policy_may_loosen=is_operator(caller))
+        config = resolve_options(
+            body, svc.settings, policy_may_loosen=is_operator(caller), agents=svc.stores.agents
+        )
     except ValidationError as exc:
         raise invalid_body(exc) from None
     conversation = svc.client.create(

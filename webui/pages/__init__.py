@@ -8,7 +8,17 @@ from typing import Any
 from flask import Blueprint
 
 from shared.errors import StorageError
-from webui.pages import approvals, audit, batches, bulk, conversations, policy, session, usage
+from webui.pages import (
+    agents,
+    approvals,
+    audit,
+    batches,
+    bulk,
+    conversations,
+    policy,
+    session,
+    usage,
+)
 from webui.services import services
 
 __all__ = ["blueprint", "pending_approvals", "pretty_json"]
@@ -34,7 +44,8 @@ def _globals() -> dict[str, Any]:
 def blueprint() -> Blueprint:
     pages = Blueprint("pages", __name__)
     pages.app_context_processor(_globals)
-    for section in (session, conversations, bulk, approvals, batches, policy, audit, usage):
+    sections = (session, conversations, bulk, approvals, batches, policy, audit, usage, agents)
+    for section in sections:
         pages.register_blueprint(section.blueprint())
     pages.add_app_template_filter(pretty_json, "pretty_json")
     return pages

@@ -1,0 +1,162 @@
+"""Schedules on a fake clock against real Redis: slots, claims, overlap and missed policies.
+
+No worker runs here, so a run's turn stays queued: its conversation counts as still
+running, which is what the overlap policies are about.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+import redis
+from pydantic import ValidationError
+
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.agents import NewAgent
+from shared.models.schedules import NewSchedule, RunOutcome, Schedule
+from shared.settings import Settings
+from shared.store.bundle import Stores
+from worker.schedule_firer import ScheduleFirer
+from worker.schedule_runs import ScheduleRunner
+
+T0 = 1_000_000.0
+
+
+@pytest.fixture
+def stores(redis_server: EmbeddedRedis) -> Iterator[Stores]:
+    settings = Settings(redis_url=redis_server.url, key_prefix=f"sf{uuid.uuid4().hex[:8]}")
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    built = Stores.build(client, settings, None)
+    built.agents.create(NewAgent(name="bot", system_prompt="hi"), actor="test")
+    yield built
+    client.close()
+
+
+@pytest.fixture
+def sent() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def firer(stores: Stores, sent: list[str]) -> ScheduleFirer:
+    return ScheduleFirer(ScheduleRunner(stores, sent.append))
+
+
+def _every(stores: Stores, name: str, **options: object) -> None:
+    spec = {"name": name, "agent": "bot", "prompt": "go", "every_s": 10.0, **options}
+    stores.schedules.create(NewSchedule.model_validate(spec), actor="test", now=T0)
+
+
+def _outcomes(stores: Stores, name: str) -> list[RunOutcome]:
+    return [run.outcome for run in reversed(stores.schedules.runs(name))]
+
+
+def test_each_slot_is_claimed_once_among_beats(stores: Stores, sent: list[str]) -> None:
+    _every(stores, "s")
+    one, two = (ScheduleFirer(ScheduleRunner(stores, sent.append)) for _ in range(2))
+    assert one.tick(now=T0 + 9.9) == 0
+    assert one.tick(now=T0 + 10.01) + two.tick(now=T0 + 10.01) == 1
+    assert two.tick(now=T0 + 10.02) == 0
+    [run] = stores.schedules.runs("s")
+    assert (run.outcome, run.due, run.agent_version) == (RunOutcome.STARTED, T0 + 10, 1)
+    assert run.conversation_id == f"sched.s.{int((T0 + 10) * 1000)}"
+    assert sent == [run.conversation_id]
+    config = stores.conversations.get(run.conversation_id).config
+    assert (config.agent, config.agent_version, config.system_prompt) == ("bot", 1, "hi")
+    status = stores.schedules.status("s", now=T0 + 10.01)
+    assert status.next_fire_times[:2] == [T0 + 20, T0 + 30]
+    assert (status.runs, status.conversation_id) == (1, run.conversation_id)
+
+
+def test_overlap_skip_cancel_and_queue(stores: Stores, firer: ScheduleFirer) -> None:
+    for policy in ("skip", "cancel", "queue"):
+        _every(stores, policy, overlap=policy)
+    firer.tick(now=T0 + 10.01)
+    firer.tick(now=T0 + 20.01)  # every first run still has its turn queued: it still runs
+    assert _outcomes(stores, "skip") == [RunOutcome.STARTED, RunOutcome.SKIPPED]
+    assert _outcomes(stores, "cancel") == [RunOutcome.STARTED, RunOutcome.CANCELLED_RUNNING]
+    cancelled = stores.schedules.runs("cancel")[-1].conversation_id
+    assert cancelled is not None and stores.conversations.get(cancelled).queued == 0
+    assert _outcomes(stores, "queue") == [RunOutcome.STARTED, RunOutcome.QUEUED]
+    assert stores.schedules.status("queue").pending == 1
+    firer.tick(now=T0 + 20.5)
+    assert stores.schedules.status("queue").pending == 1  # its first run still runs
+    first = stores.schedules.status("queue").conversation_id
+    assert first is not None
+    stores.conversations.abort(first)  # the first run ends
+    firer.tick(now=T0 + 21)
+    runs = stores.schedules.runs("queue")
+    assert (runs[0].outcome, runs[0].detail) == (RunOutcome.STARTED, "waited for the previous run")
+    assert runs[0].due == T0 + 20 and stores.schedules.status("queue").pending == 0
+
+
+def test_continue_keeps_one_conversation(stores: Stores, firer: ScheduleFirer) -> None:
+    _every(stores, "long", conversation="continue", overlap="queue")
+    firer.tick(now=T0 + 10.01)
+    firer.tick(now=T0 + 20.01)
+    runs = stores.schedules.runs("long")
+    assert [run.outcome for run in runs] == [RunOutcome.SENT, RunOutcome.SENT]
+    assert runs[0].conversation_id == runs[1].conversation_id
+    assert stores.conversations.get(str(runs[0].conversation_id)).queued == 2
+
+
+@pytest.mark.parametrize(("policy", "outcome"), [("skip", "missed"), ("run_once", "started")])
+def test_a_slot_missed_while_beat_was_down(
+    stores: Stores, firer: ScheduleFirer, policy: str, outcome: str
+) -> None:
+    _every(stores, "m", missed=policy)
+    assert firer.tick(now=T0 + 95) == 1  # eight slots passed: one fire, or none
+    [run] = stores.schedules.runs("m")
+    assert run.outcome is RunOutcome(outcome) and run.detail.startswith("missed: due ")
+    assert stores.schedules.status("m", now=T0 + 95).next_fire_times[0] == T0 + 100
+    assert firer.tick(now=T0 + 96) == 0
+
+
+def test_pause_resume_delete_and_a_vanished_agent(stores: Stores, firer: ScheduleFirer) -> None:
+    _every(stores, "p")
+    stores.schedules.pause("p")
+    assert stores.schedules.status("p").paused and firer.tick(now=T0 + 40) == 0
+    stores.schedules.resume("p", now=T0 + 41)
+    assert stores.schedules.status("p", now=T0 + 41).next_fire_times[0] == T0 + 50
+    stores.agents.delete("bot")
+    firer.tick(now=T0 + 50.01)
+    [run] = stores.schedules.runs("p")
+    assert run.outcome is RunOutcome.FAILED and "no agent named 'bot'" in run.detail
+    stores.schedules.delete("p")
+    assert stores.schedules.list() == [] and firer.tick(now=T0 + 60.01) == 0
+
+
+def test_fire_times_of_cron_in_a_time_zone_and_once() -> None:
+    base = {"name": "c", "agent": "bot", "prompt": "go", "created_at": T0, "created_by": "t"}
+    paris = Schedule.model_validate({**base, "cron": "0 9 * * *", "timezone": "Europe/Paris"})
+    winter = datetime(2030, 1, 10, 12, tzinfo=UTC).timestamp()
+    assert paris.next_after(winter) == datetime(2030, 1, 11, 8, tzinfo=UTC).timestamp()
+    summer = datetime(2030, 7, 10, 12, tzinfo=UTC).timestamp()
+    assert paris.next_after(summer) == datetime(2030, 7, 11, 7, tzinfo=UTC).timestamp()
+    seconds = Schedule.model_validate({**base, "cron": "*/2 * * * * *"})
+    assert seconds.next_times(T0 + 0.5, 3) == [T0 + 2, T0 + 4, T0 + 6]
+    once = Schedule.model_validate({**base, "at": "2030-01-01T09:00:00+01:00"})
+    at = datetime(2030, 1, 1, 8, tzinfo=UTC).timestamp()
+    assert once.next_times(T0, 3) == [at] and once.next_after(at) is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"cron": "61 * * * *"}, "bad cron expression '61 * * * *'"),
+        ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'"),
+        ({"cron": "0 9 * * *", "every_s": 60}, "exactly one of cron, every_s or at"),
+        ({}, "exactly one of cron, every_s or at"),
+        ({"every_s": 0.5}, "greater than or equal to 1"),
+        ({"at": "2030-01-01T09:00:00"}, "timezone"),
+    ],
+)
+def test_bad_schedules_are_refused_naming_the_problem(
+    fields: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(problem)):
+        NewSchedule.model_validate({"name": "x", "agent": "bot", "prompt": "go", **fields})

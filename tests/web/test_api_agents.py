@@ -1,0 +1,209 @@
+"""/api/v1/agents and /api/v1/schedules: operators write, everyone reads, errors name the problem;
+the agents page; a conversation and a batch that name an agent record it."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from shared.models.config import ToolPolicy
+from shared.store.policy import ToolInfo
+from shared.store.users import Role
+from tests.web.conftest import bearer, form_csrf
+from webui.services import Services
+
+AGENT = {"name": "triage", "system_prompt": "Sort it.", "tools": {"calculator": "auto"}}
+SCHEDULE = {"name": "nightly", "agent": "triage", "prompt": "Report.", "cron": "0 2 * * *"}
+
+
+@pytest.fixture(autouse=True)
+def described_tools(svc: Services) -> None:
+    svc.policies.publish_catalog(
+        [
+            ToolInfo(name="calculator", default_policy=ToolPolicy.AUTO),
+            ToolInfo(name="send_email", default_policy=ToolPolicy.ASK),
+        ]
+    )
+
+
+def _error(response: Any, status: int) -> str:
+    assert response.status_code == status, response.text
+    return str(response.json["error"]["message"])
+
+
+WRITES = [
+    ("POST", "/api/v1/agents", AGENT),
+    ("PUT", "/api/v1/agents/triage", {"system_prompt": "x"}),
+    ("DELETE", "/api/v1/agents/triage", None),
+    ("POST", "/api/v1/schedules", SCHEDULE),
+    ("POST", "/api/v1/schedules/nightly/pause", None),
+    ("POST", "/api/v1/schedules/nightly/resume", None),
+    ("DELETE", "/api/v1/schedules/nightly", None),
+]
+
+
+def test_only_operators_write_agents_and_schedules(
+    http: FlaskClient, tokens: dict[Role, str], operator: dict[str, str]
+) -> None:
+    assert http.post("/api/v1/agents", json=AGENT, headers=operator).status_code == 201
+    assert http.post("/api/v1/schedules", json=SCHEDULE, headers=operator).status_code == 201
+    for method, path, body in WRITES:
+        for role in (Role.VIEWER, Role.SUBMITTER):
+            response = http.open(path, method=method, json=body, headers=bearer(tokens[role]))
+            assert response.status_code == 403, (method, path, role, response.text)
+    viewer = bearer(tokens[Role.VIEWER])
+    assert http.get("/api/v1/agents/triage", headers=viewer).json["version"] == 1
+    assert [
+        s["schedule"]["name"] for s in http.get("/api/v1/schedules", headers=viewer).json["items"]
+    ] == ["nightly"]
+    assert http.get("/api/v1/agents").status_code == 401
+
+
+def test_agent_versions_through_the_api(http: FlaskClient, operator: dict[str, str]) -> None:
+    created = http.post("/api/v1/agents", json=AGENT, headers=operator)
+    assert created.status_code == 201 and created.headers["Location"].endswith("/agents/triage")
+    assert created.json["created_by"] == "operator token"
+    assert "already exists" in _error(
+        http.post("/api/v1/agents", json=AGENT, headers=operator), 409
+    )
+    updated = http.put("/api/v1/agents/triage", json={"system_prompt": "Better."}, headers=operator)
+    assert updated.status_code == 200 and updated.json["version"] == 2
+    assert http.get("/api/v1/agents/triage", headers=operator).json["system_prompt"] == "Better."
+    versions = http.get("/api/v1/agents/triage/versions", headers=operator).json["items"]
+    assert [(v["version"], v["system_prompt"]) for v in versions] == [
+        (1, "Sort it."),
+        (2, "Better."),
+    ]
+    looser = {**AGENT, "name": "loose", "tools": {"send_email": "auto"}}
+    assert "tools.send_email would loosen" in _error(
+        http.post("/api/v1/agents", json=looser, headers=operator), 422
+    )
+    assert "name" in _error(
+        http.post("/api/v1/agents", json={"name": "a b"}, headers=operator), 422
+    )
+    assert "no agent named 'ghost'" in _error(
+        http.get("/api/v1/agents/ghost", headers=operator), 404
+    )
+    assert http.delete("/api/v1/agents/triage", headers=operator).json["version"] == 2
+    assert http.get("/api/v1/agents", headers=operator).json == {"items": []}
+
+
+def test_a_conversation_and_a_batch_name_an_agent(
+    http: FlaskClient, svc: Services, operator: dict[str, str], submitter: dict[str, str]
+) -> None:
+    http.post("/api/v1/agents", json=AGENT, headers=operator)
+    made = http.post("/api/v1/conversations", json={"agent": "triage"}, headers=submitter)
+    assert made.status_code == 201, made.text
+    config = made.json["config"]
+    assert (config["agent"], config["agent_version"], config["system_prompt"]) == (
+        "triage",
+        1,
+        "Sort it.",
+    )
+    assert config["policy_may_loosen"] is False
+    got = http.get(f"/api/v1/conversations/{made.json['id']}", headers=submitter).json
+    assert (got["config"]["agent"], got["config"]["agent_version"]) == ("triage", 1)
+    assert "decides system_prompt" in _error(
+        http.post(
+            "/api/v1/conversations",
+            json={"agent": "triage", "system_prompt": "x"},
+            headers=operator,
+        ),
+        422,
+    )
+    assert "no agent named 'ghost'" in _error(
+        http.post("/api/v1/conversations", json={"agent": "ghost"}, headers=operator), 422
+    )
+    batch = http.post(
+        "/api/v1/batches",
+        json={"config": {"conversation": {"agent": "triage"}}, "items": [{"prompt": "one"}]},
+        headers=operator,
+    )
+    assert batch.status_code in (200, 201), batch.text
+    info = svc.batches.info(batch.json["batch"]["id"])
+    assert (info.config.conversation.agent, info.config.conversation.agent_version) == ("triage", 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"cron": "not cron"}, "bad cron expression 'not cron'"),
+        ({"timezone": "Atlantis/Capital"}, "unknown time zone 'Atlantis/Capital'"),
+        ({"agent": "ghost"}, "no agent named 'ghost'"),
+        ({"agent_version": 9}, "has no version 9"),
+        ({"every_s": 60}, "exactly one of cron, every_s or at"),
+        ({"cron": None, "at": "2001-01-01T00:00:00Z"}, "in the past"),
+    ],
+)
+def test_bad_schedules_are_422_naming_the_problem(
+    http: FlaskClient, operator: dict[str, str], change: dict[str, Any], problem: str
+) -> None:
+    http.post("/api/v1/agents", json=AGENT, headers=operator)
+    body = {k: v for k, v in {**SCHEDULE, **change}.items() if v is not None}
+    assert problem in _error(http.post("/api/v1/schedules", json=body, headers=operator), 422)
+
+
+def test_schedule_lifecycle_through_the_api(http: FlaskClient, operator: dict[str, str]) -> None:
+    http.post("/api/v1/agents", json=AGENT, headers=operator)
+    body = {**SCHEDULE, "timezone": "Europe/Paris", "overlap": "queue", "conversation": "continue"}
+    created = http.post("/api/v1/schedules", json=body, headers=operator)
+    assert created.status_code == 201, created.text
+    times = created.json["next_fire_times"]
+    assert len(times) == 5 and all(
+        later - earlier in (82_800, 86_400, 90_000) for earlier, later in itertools.pairwise(times)
+    )
+    assert "already exists" in _error(
+        http.post("/api/v1/schedules", json=body, headers=operator), 409
+    )
+    paused = http.post("/api/v1/schedules/nightly/pause", headers=operator).json
+    assert paused["paused"] is True and paused["next_fire_times"] == []
+    resumed = http.post("/api/v1/schedules/nightly/resume", headers=operator).json
+    assert resumed["paused"] is False and resumed["next_fire_times"] == times
+    assert http.get("/api/v1/schedules/nightly/runs", headers=operator).json == {"items": []}
+    assert http.delete("/api/v1/schedules/nightly", headers=operator).status_code == 200
+    assert "no schedule named 'nightly'" in _error(
+        http.get("/api/v1/schedules/nightly", headers=operator), 404
+    )
+
+
+def test_the_agents_page(signed_in: FlaskClient, svc: Services) -> None:
+    page = signed_in.get("/agents")
+    assert page.status_code == 200 and "No agents yet" in page.text
+    csrf = form_csrf(page.text)
+    created = signed_in.post(
+        "/agents/new",
+        data={
+            "csrf_token": csrf,
+            "name": "pager",
+            "system_prompt": "<b>bold</b>",
+            "tools": '{"calculator": "ask"}',
+        },
+        follow_redirects=True,
+    )
+    assert "Agent pager created (version 1)" in created.text
+    assert "&lt;b&gt;bold&lt;/b&gt;" in created.text and "<b>bold</b>" not in created.text
+    refused = signed_in.post(
+        "/schedules/new",
+        data={
+            "csrf_token": csrf,
+            "name": "p",
+            "agent": "pager",
+            "prompt": "go",
+            "cron": "99 * * * *",
+        },
+        follow_redirects=True,
+    )
+    assert "Schedule not created" in refused.text and "bad cron expression" in refused.text
+    made = signed_in.post(
+        "/schedules/new",
+        data={"csrf_token": csrf, "name": "p", "agent": "pager", "prompt": "go", "every_s": "60"},
+        follow_redirects=True,
+    )
+    assert "Schedule p created." in made.text and 'data-schedule="p"' in made.text
+    paused = signed_in.post("/schedules/p/pause", data={"csrf_token": csrf}, follow_redirects=True)
+    assert "Schedule p paused." in paused.text and svc.stores.schedules.status("p").paused
+    assert signed_in.post("/schedules/p/delete", data={}).status_code == 403  # no CSRF token
+    assert svc.stores.schedules.get("p").name == "p"

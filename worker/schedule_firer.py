@@ -1,0 +1,117 @@
+"""The loop in `signoff beat` that fires schedules: claim each due slot, then run it.
+
+It sleeps until the soonest slot is due (at most `schedule_poll_s`, to notice new
+schedules), so a fire is late by the time a claim and a run take, not by a polling
+period. Any number of beat processes may run it: a slot is run by whichever claims it
+(`ScheduleStore.claim`). A slot found more than `schedule_misfire_s` late, or with later
+slots already due too, was missed while no beat ran: it is run once or skipped, by the
+schedule's `missed` policy, and the schedule goes on from the first slot after now.
+A beat killed between a claim and its run loses that one fire: at most once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+
+from shared.errors import CorruptRecord, NotFound, SignoffError
+from shared.models.schedules import Missed, Schedule
+from shared.store.schedules import to_ms
+from worker.schedule_runs import ScheduleRunner, run_prefix
+
+__all__ = ["ScheduleFirer"]
+
+log = logging.getLogger(__name__)
+
+
+class ScheduleFirer:
+    """Claims and runs due slots; `start` runs it on a thread until `stop`."""
+
+    def __init__(self, runner: ScheduleRunner) -> None:
+        self.runner = runner
+        self.store = runner.stores.schedules
+        self.settings = runner.stores.settings
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self, now: float | None = None) -> int:
+        """Handles every slot due at `now` and every queued fire now free; returns the count."""
+        now = time.time() if now is None else now
+        handled = 0
+        for name, due_ms in self.store.due(now):
+            handled += self._slot(name, due_ms, now)
+        for name in self.store.waiting():
+            handled += self._release(name)
+        return handled
+
+    def _slot(self, name: str, due_ms: int, now: float) -> int:
+        try:
+            schedule = self.store.get(name)
+        except NotFound:  # deleted between the read and now: drop its slot
+            self.store.claim(name, due_ms, None)
+            return 0
+        except CorruptRecord as exc:  # never fires again until it is written anew
+            log.error("schedule %s dropped from the due set: %s", name, exc)
+            self.store.claim(name, due_ms, None)
+            return 0
+        upcoming = schedule.next_after(max(now, due_ms / 1000))
+        if not self.store.claim(name, due_ms, None if upcoming is None else to_ms(upcoming)):
+            return 0  # another beat took it
+        missed = self._missed(schedule, due_ms, now)
+        if missed and schedule.missed is Missed.SKIP:
+            self.runner.miss(schedule, due_ms, missed)
+        else:
+            run = self.runner.fire(schedule, due_ms, detail=missed and f"{missed}; run once")
+            log.info("schedule %s fired: %s %s", name, run.outcome.value, run.detail)
+        return 1
+
+    def _missed(self, schedule: Schedule, due_ms: int, now: float) -> str:
+        """Why this slot counts as missed, or "" when it is on time."""
+        due = due_ms / 1000
+        later = schedule.next_after(due)
+        if now - due > self.settings.schedule_misfire_s or (later is not None and later <= now):
+            when = datetime.fromtimestamp(due, UTC).isoformat(timespec="seconds")
+            return f"missed: due {when}, handled {now - due:.0f} s late"
+        return ""
+
+    def _release(self, name: str) -> int:
+        """Starts the next queued fire of `name` once its previous run has ended."""
+        try:
+            schedule = self.store.get(name)
+        except NotFound:
+            return 0
+        previous = self.store.status(name).conversation_id or ""
+        try:
+            if previous and self.runner.is_running(previous):
+                return 0
+        except NotFound:
+            pass  # the previous run's conversation is gone: nothing to wait for
+        due_ms = self.store.take_queued(name, previous, run_prefix(name))
+        if due_ms is None:
+            return 0
+        self.runner.start_queued(schedule, due_ms)
+        return 1
+
+    def run(self) -> None:
+        """Ticks until `stop`: waits for the soonest slot, at most `schedule_poll_s`."""
+        poll = self.settings.schedule_poll_s
+        while not self._stopping.is_set():
+            try:
+                self.tick()
+                soonest = self.store.next_due()
+            except SignoffError as exc:  # Redis away: try again after one poll
+                log.warning("firing schedules failed, retried in %.1f s: %s", poll, exc)
+                soonest = None
+            wait = poll if soonest is None else min(poll, max(0.0, soonest - time.time()))
+            self._stopping.wait(wait)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="schedule-firer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
