@@ -13,6 +13,7 @@ BENCHMARKS = [
     "batch",
     "web",
     "fsync",
+    "webhooks",
     "schedules",
 ]
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -12,7 +9,7 @@ from pathlib import Path
 
 import redis
 
-from bench.common import machine, median, percentile, timed, write_section
+from bench.common import machine, median, percentile, start_worker, timed, write_section
 from shared.client import Client, Conversation
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.notifications import Allow
@@ -27,21 +24,6 @@ EMAIL = (
     'call send_email {"to": "ops@example.com", "subject": "Report", "body": "Numbers attached."}'
 )
 WRITE = 'call write_file {"path": "notes.txt", "content": "draft"}'
-
-
-def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "worker", "worker"],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    while "ready." not in log.read_text(errors="replace"):
-        if process.poll() is not None:
-            raise RuntimeError(log.read_text())
-        time.sleep(0.1)
-    return process
 
 
 def _park(client: Client, prompts: list[str]) -> list[Conversation]:
@@ -115,7 +97,7 @@ def run() -> dict[str, float]:
             "SIGNOFF_KEY_PREFIX": "benchap",
             "PYTHONPATH": str(ROOT),
         }
-        worker = _worker(env, logs / "worker.log")
+        worker = start_worker(env, logs / "worker.log")
         try:
             with Client(Settings(redis_url=server.url, key_prefix="benchap")) as client:
                 latencies = [value * 1000 for value in _latencies(client, server.url)]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +15,8 @@ from typing import Any
 
 import redis
 
-REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "docs" / "benchmarks.md"
 
 
 class CountingConnection(redis.Connection):
@@ -59,6 +63,22 @@ def peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`python -m worker worker` with `env`, once its log says it is ready."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "worker", "worker"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    while "ready." not in log.read_text(errors="replace"):
+        if process.poll() is not None:
+            raise RuntimeError(log.read_text())
+        time.sleep(0.1)
+    return process
 
 
 def machine() -> str:

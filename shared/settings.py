@@ -196,6 +196,35 @@ class Settings(BaseSettings):
     # Approvals
     approval_timeout_s: int = Field(86_400, gt=0, description="Default time an approval may wait.")
 
+    # Webhooks and triggers
+    public_url: str = Field(
+        "",
+        description="The web UI's address as people reach it (https://signoff.example.com): "
+        "webhook payloads link to approval pages under it; empty: http://WEB_HOST:WEB_PORT.",
+    )
+    webhook_timeout_s: float = Field(
+        10.0, gt=0, le=60, description="Timeout of one webhook delivery (connect and read)."
+    )
+    webhook_max_attempts: int = Field(
+        6, ge=1, le=20, description="Attempts of one delivery before it is marked failed."
+    )
+    webhook_backoff_s: float = Field(
+        5.0, gt=0, description="Wait before a delivery's second attempt; doubles each time."
+    )
+    webhook_backoff_max_s: float = Field(
+        300.0, gt=0, le=600, description="The longest wait between two attempts of a delivery."
+    )
+    webhook_log_size: int = Field(
+        1_000, ge=10, le=100_000, description="Deliveries kept in the log (the oldest go first)."
+    )
+    trigger_tolerance_s: int = Field(
+        300,
+        ge=1,
+        le=3_600,
+        description="How far a trigger request's webhook-timestamp may be from now; older or "
+        "newer is refused as a replay.",
+    )
+
     # Web
     web_host: str = Field("127.0.0.1", description="Address `signoff web` binds.")
     web_port: int = Field(8000, gt=0, lt=65_536, description="Port `signoff web` binds.")

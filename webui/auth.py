@@ -38,6 +38,7 @@ __all__ = [
     "requires",
     "sign_in_session",
     "sign_out_session",
+    "signature_authenticated",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,6 +73,15 @@ def requires(role: Role) -> Callable[[F], F]:
 def public(view: F) -> F:
     """Marks a view that answers without authentication (sign-in, health)."""
     view.public = True  # type: ignore[attr-defined]
+    return view
+
+
+def signature_authenticated(view: F) -> F:
+    """Marks a view that authenticates each request by its own signature (an inbound
+    trigger checks its Standard Webhooks signature with the trigger's secret): no user,
+    no session, so no CSRF token either; the view refuses a missing or bad signature."""
+    view.public = True  # type: ignore[attr-defined]
+    view.signature_authenticated = True  # type: ignore[attr-defined]
     return view
 
 
@@ -186,6 +196,9 @@ def _authenticate() -> None:
     view = current_app.view_functions.get(request.endpoint or "")
     if view is None:
         return  # no such route: 404/405 as usual
+    if getattr(view, "signature_authenticated", False):
+        g.principal = None  # a cookie or a bearer token grants nothing here
+        return
     role = None if request.endpoint in _PUBLIC_ENDPOINTS else required_role(view)
     principal = _principal() if role is not None else _public_principal()
     g.principal = principal

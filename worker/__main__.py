@@ -9,7 +9,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_shutdown
 
-from shared.client.tasks import queue_name
+from shared.client.tasks import queue_name, webhook_queue_name
 from shared.settings import Settings, load_settings
 from worker.app import create_celery
 from worker.respawn import respawn
@@ -57,7 +57,7 @@ def _run_worker(app: Celery, settings: Settings, extra: list[str]) -> int:
             f"--concurrency={settings.worker_concurrency}",
             "--loglevel=INFO",
             "-Q",
-            queue_name(settings),
+            f"{queue_name(settings)},{webhook_queue_name(settings)}",
             "--without-gossip",
             "--without-mingle",
             *extra,

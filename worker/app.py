@@ -10,6 +10,7 @@ from shared.client.tasks import ADVANCE, SWEEP, celery_config
 from shared.settings import Settings, load_settings
 from shared.store.connection import connect
 from worker.runtime import Runtime
+from worker.webhook_tasks import register_webhooks
 
 __all__ = ["create_celery"]
 
@@ -40,4 +41,5 @@ def create_celery(settings: Settings | None = None) -> Celery:
         return runtime.sweep().resent
 
     app.signoff_runtime = runtime
+    register_webhooks(app, settings)
     return app

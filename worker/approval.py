@@ -25,6 +25,7 @@ from shared.models.notifications import (
     Submit,
 )
 from shared.models.steps import ToolCall
+from shared.webhooks.payloads import approval_needed
 from worker.flush import Flush
 from worker.leg import Leg
 from worker.tools import ToolOutcome, ToolRegistry
@@ -94,6 +95,7 @@ def park(leg: Leg, registry: ToolRegistry, call: ToolCall) -> None:
             notification=note,
             events=[event],
             deliveries=[DeliveryEntry.interaction(note)],
+            webhooks=[approval_needed(note, leg.settings)],
         )
     )
     # Only now are the indexes and the global delivery (and the batch's count, written after

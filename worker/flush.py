@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from shared.models.events import ChatResponse, ConversationStatus, EventBase, TurnStatus
 from shared.models.notifications import DeliveryEntry, Notification
 from shared.models.steps import Step, UsageMetadata
+from shared.models.webhooks import WebhookEvent
 from shared.store.conversations import allow_field
 from worker.checkpoint import TurnCheckpoint
 from worker.tool_ledger import outcome_record
@@ -48,6 +49,7 @@ class Flush(BaseModel):
     tool_results: dict[str, ToolOutcome] = {}  # recorded by call id (`ToolLedger`)
     notification: Notification | None = None  # a new pending one, filed in the inbox too
     deliveries: list[DeliveryEntry] = []  # on the conversation's and the global stream
+    webhooks: list[WebhookEvent] = []  # for the webhook outbox, in the same round trip
 
     @property
     def resumes(self) -> bool:

@@ -24,7 +24,7 @@ from shared.store.connection import storage_errors
 from shared.store.lua import LuaScript
 from shared.store.policy import ToolInfo
 from shared.store.rate_limit import RateLimiter
-from worker.batch_hooks import on_batch_flush
+from worker.batch_end import on_batch_item_flush
 from worker.checkpoint import TurnCheckpoint
 from worker.lease import Lease
 from worker.leg import Leg
@@ -207,7 +207,7 @@ class Runtime:
             flags=flags,
         )
         if config.batch_id:
-            writer.on_flush = partial(on_batch_flush, self.batches, leg)
+            writer.on_flush = partial(on_batch_item_flush, self.batches, leg)
         return leg
 
     def _resumable(self, flags: dict[str, str], cancelled: bool) -> bool:

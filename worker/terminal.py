@@ -14,6 +14,7 @@ from shared.models.events import (
 )
 from shared.models.notifications import DeliveryEntry, PassiveEvent
 from shared.models.steps import Step, StepSource, StepStatus, UsageMetadata
+from shared.webhooks import payloads
 from worker.flush import Flush, TurnEnd
 from worker.leg import Leg
 
@@ -82,6 +83,7 @@ def complete_turn(
             usage=usage,
             events=events,
             deliveries=[passive(leg, PassiveEvent.TURN_COMPLETED, "Turn completed")],
+            webhooks=[payloads.turn_completed(leg.cid, leg.turn_id, response, leg.config.batch_id)],
             turn_status=TurnStatus.COMPLETED,
             end=TurnEnd(response=response),
             conversation_status=ConversationStatus.IDLE,
@@ -108,6 +110,7 @@ def fail_turn(
     leg.writer.write(
         Flush(
             deliveries=[passive(leg, PassiveEvent.TURN_FAILED, f"Turn failed: {message[:200]}")],
+            webhooks=[payloads.turn_failed(leg.cid, leg.turn_id, message, leg.config.batch_id)],
             steps=steps,
             events=events,
             turn_status=TurnStatus.FAILED,

@@ -28,6 +28,7 @@ from shared.store.history import HISTORY_WRITE_LUA, HistoryWrite
 from shared.store.inbox_index import index_commands
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript, lua_source
+from shared.store.webhooks import queue_event
 from worker.flush import Flush
 
 __all__ = ["Flush", "FlushArgs", "LeaseLost", "StatusChange", "Writer"]
@@ -173,7 +174,12 @@ class Writer:
 
     def _send(self, keys: list[str], args: str, flush: Flush) -> Any:
         usage = flush.usage if flush.usage is not None and not flush.usage.is_zero() else None
-        if usage is None and flush.notification is None and not flush.deliveries:
+        if (
+            usage is None
+            and flush.notification is None
+            and not flush.deliveries
+            and not flush.webhooks
+        ):
             return _FLUSH(self.client, keys, [args])
         with self.client.pipeline(transaction=False) as pipe:
             _FLUSH(pipe, keys, [args])
@@ -191,6 +197,8 @@ class Writer:
                     maxlen=self.settings.stream_maxlen,
                     approximate=True,
                 )
+            for event in flush.webhooks:
+                queue_event(pipe, self._keys, event)
             return pipe.execute()[0]
 
 

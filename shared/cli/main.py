@@ -17,7 +17,9 @@ from shared.cli.doctor import doctor
 from shared.cli.policy import policy
 from shared.cli.processes import beat, up, web, worker
 from shared.cli.schedules import schedule
+from shared.cli.triggers import trigger
 from shared.cli.users import token, user
+from shared.cli.webhooks import webhook
 from shared.errors import NotFound, SignoffError
 
 __all__ = ["cli", "main"]
@@ -52,9 +54,11 @@ COMMANDS = (
     submit,
     tail,
     token,
+    trigger,
     up,
     user,
     web,
+    webhook,
     worker,
 )
 for command in COMMANDS:

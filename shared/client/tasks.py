@@ -23,20 +23,28 @@ from shared.store.connection import PoolBound
 __all__ = [
     "ADVANCE",
     "BROKER_POOL",
+    "DELIVER_WEBHOOK",
     "SWEEP",
     "Advancer",
     "TaskSender",
     "celery_config",
     "queue_name",
+    "webhook_queue_name",
 ]
 
 ADVANCE = "signoff.advance"
 SWEEP = "signoff.sweep"
+DELIVER_WEBHOOK = "signoff.webhook.deliver"
 BROKER_POOL = PoolBound("task-sending broker", "broker_connections")
 
 
 def queue_name(settings: Settings) -> str:
     return f"{settings.key_prefix}.turns"
+
+
+def webhook_queue_name(settings: Settings) -> str:
+    """Webhook deliveries have their own queue, so a worker can be given to them alone."""
+    return f"{settings.key_prefix}.webhooks"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -93,9 +101,14 @@ class TaskSender:
     def sweep(self) -> None:
         self._send(SWEEP, "sending a sweep")
 
-    def _send(self, name: str, action: str, *args: str) -> None:
+    def deliver_webhook(self, delivery_id: str) -> None:
+        """Queues an attempt of a webhook delivery (a re-send asked for by an operator)."""
+        queue = webhook_queue_name(self.settings)
+        self._send(DELIVER_WEBHOOK, f"re-sending webhook {delivery_id}", delivery_id, queue=queue)
+
+    def _send(self, name: str, action: str, *args: str, queue: str | None = None) -> None:
         with _broker_errors(action), self._connection(action) as connection:
-            self.app.send_task(name, args=list(args), connection=connection)
+            self.app.send_task(name, args=list(args), connection=connection, queue=queue)
 
     @contextmanager
     def _connection(self, action: str) -> Iterator[Connection]:

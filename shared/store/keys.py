@@ -155,6 +155,36 @@ class KeySpace:
         """STREAM delivering every conversation's notifications."""
         return f"{self.prefix}:notifications:stream"
 
+    # Webhooks: the outbox and the endpoints share a hash tag (one script reads both).
+
+    def webhook_endpoints(self) -> str:
+        """HASH: endpoint id -> the endpoint (JSON, with its secret)."""
+        return f"{self.prefix}:{{webhooks}}:endpoints"
+
+    def webhook_outbox(self) -> str:
+        """STREAM of events waiting to become deliveries (the dispatcher's consumer group)."""
+        return f"{self.prefix}:{{webhooks}}:outbox"
+
+    def webhook_deliveries(self) -> str:
+        """ZSET of delivery ids by creation time: the bounded delivery log."""
+        return f"{self.prefix}:webhooks:deliveries"
+
+    def webhook_delivery(self, delivery_id: str) -> str:
+        """HASH: one delivery (its payload as `doc`), status, attempts, next attempt."""
+        return f"{self.prefix}:webhook:{{{check_id(delivery_id, 'delivery id')}}}:delivery"
+
+    def webhook_attempts(self, delivery_id: str) -> str:
+        """LIST of one delivery's attempts (JSON), oldest first."""
+        return f"{self.prefix}:webhook:{{{check_id(delivery_id, 'delivery id')}}}:attempts"
+
+    def triggers(self) -> str:
+        """HASH: trigger name -> the trigger (JSON, with its secret)."""
+        return f"{self.prefix}:triggers"
+
+    def trigger_event(self, name: str, digest: str) -> str:
+        """STRING: the conversation one trigger event started (its id's digest), for replays."""
+        return f"{self.prefix}:trigger:{{{check_id(name, 'trigger name')}}}:event:{digest}"
+
     def audit(self) -> str:
         """STREAM of resolutions: who, when, what, arguments before and after."""
         return f"{self.prefix}:audit"

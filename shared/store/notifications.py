@@ -48,6 +48,8 @@ from shared.store.inbox_index import (
 )
 from shared.store.keys import ID_PATTERN
 from shared.store.lua import LuaScript
+from shared.store.webhooks import queue_event
+from shared.webhooks.payloads import approval_settled
 
 __all__ = ["NotificationStore", "OnSettled", "Records", "audit_entry", "index_commands"]
 
@@ -505,6 +507,10 @@ class NotificationStore(AdvancingStore):
             pipe.xadd(self.keys.audit(), entry, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
             if status is NotificationStatus.EXPIRED:
                 self._notify_expired(pipe, note)
+            kind = decision.kind if decision is not None else ""
+            event = approval_settled(note, status, actor, now, kind)
+            if event is not None:
+                queue_event(pipe, self.keys, event)
             queue_unindex(pipe, self.keys, note.id, facets(self.keys, note))
             pipe.execute()
 
@@ -534,6 +540,7 @@ def audit_entry(
     return {
         "notification_id": note.id,
         "conversation_id": note.conversation_id,
+        "batch_id": note.batch_id or "",
         "status": status.value,
         "actor": actor,
         "at": at,

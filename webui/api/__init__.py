@@ -17,8 +17,10 @@ from webui.api import (
     prompts,
     schedules,
     tokens,
+    triggers,
     usage,
     users,
+    webhooks,
 )
 from webui.live import events
 
@@ -42,6 +44,8 @@ def blueprint() -> Blueprint:
         schedules,
         tokens,
         users,
+        webhooks,
+        triggers,
         openapi,
     ):
         api.register_blueprint(resource.blueprint())

@@ -18,6 +18,7 @@ from webui.pages import (
     policy,
     session,
     usage,
+    webhooks,
 )
 from webui.services import services
 
@@ -45,7 +46,7 @@ def blueprint() -> Blueprint:
     pages = Blueprint("pages", __name__)
     pages.app_context_processor(_globals)
     sections = (session, conversations, bulk, approvals, batches, policy, audit, usage, agents)
-    for section in sections:
+    for section in (*sections, webhooks):
         pages.register_blueprint(section.blueprint())
     pages.add_app_template_filter(pretty_json, "pretty_json")
     return pages

@@ -1,0 +1,176 @@
+"""The delivery log: one record per event and endpoint, with every attempt, bounded.
+
+A delivery's id is derived from its event and endpoint, so dispatching an event twice
+(a dispatcher died before acknowledging it, a retried leg emitted it again) finds the
+delivery already there. The log keeps the newest `webhook_log_size` deliveries; older
+ones are dropped with their attempts. Attempts record the status code or the error and
+the time taken, never the secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from shared.errors import CorruptRecord, NotFound
+from shared.models.webhooks import (
+    DeliveryAttempt,
+    DeliveryStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
+from shared.store.connection import storage_errors
+from shared.store.keys import KeySpace
+
+__all__ = ["MAX_ATTEMPTS_KEPT", "DeliveryLog", "delivery_id"]
+
+MAX_ATTEMPTS_KEPT = 50  # per delivery, re-sends included
+
+
+def delivery_id(event_id: str, endpoint_id: str) -> str:
+    """The id of `event_id`'s delivery to `endpoint_id` (sent as `webhook-id`)."""
+    digest = hashlib.sha256(f"{event_id}\n{endpoint_id}".encode()).hexdigest()
+    return f"msg_{digest[:32]}"
+
+
+class DeliveryLog:
+    """Deliveries and their attempts."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace, *, size: int) -> None:
+        self.client = client
+        self.keys = keys
+        self.size = size
+
+    def create(self, event: WebhookEvent, endpoint: WebhookEndpoint) -> WebhookDelivery:
+        """The delivery of `event` to `endpoint`, made if new (its status says where it is)."""
+        did = delivery_id(event.event_id, endpoint.id)
+        doc = {
+            "id": did,
+            "endpoint_id": endpoint.id,
+            "event_id": event.event_id,
+            "event_type": event.kind.value,
+            "created_at": event.at,
+            "body": event.body(),
+        }
+        key = self.keys.webhook_delivery(did)
+        with storage_errors(f"logging webhook delivery {did}"):
+            if self.client.hsetnx(key, "doc", json.dumps(doc)):
+                with self.client.pipeline(transaction=False) as pipe:
+                    pipe.hset(key, mapping={"status": DeliveryStatus.PENDING.value, "round": 0})
+                    pipe.zadd(self.keys.webhook_deliveries(), {did: event.at})
+                    pipe.zcard(self.keys.webhook_deliveries())
+                    excess = int(pipe.execute()[-1]) - self.size
+                if excess > 0:
+                    self._drop_oldest(excess)
+        return self.get(did)
+
+    def _drop_oldest(self, count: int) -> None:
+        index = self.keys.webhook_deliveries()
+        popped: Any = self.client.zpopmin(index, count)
+        dropped = [str(member) for member, _score in popped]
+        if dropped:
+            keys = [k for d in dropped for k in self._keys_of(d)]
+            self.client.delete(*keys)
+
+    def _keys_of(self, did: str) -> list[str]:
+        return [self.keys.webhook_delivery(did), self.keys.webhook_attempts(did)]
+
+    def get(self, did: str) -> WebhookDelivery:
+        found = self._read([did])
+        if not found:
+            raise NotFound(f"no webhook delivery {did!r}")
+        return found[0]
+
+    def round_attempts(self, did: str) -> int:
+        """Attempts made since the delivery was (re-)sent."""
+        with storage_errors(f"reading webhook delivery {did}"):
+            raw: Any = self.client.hget(self.keys.webhook_delivery(did), "round")
+        return int(raw or 0)
+
+    def recent(
+        self,
+        *,
+        limit: int = 50,
+        endpoint_id: str | None = None,
+        status: DeliveryStatus | None = None,
+    ) -> list[WebhookDelivery]:
+        """The newest deliveries first, optionally of one endpoint or in one status."""
+        with storage_errors("reading the webhook delivery log"):
+            ids = [str(i) for i in self.client.zrevrange(self.keys.webhook_deliveries(), 0, -1)]
+        found: list[WebhookDelivery] = []
+        for start in range(0, len(ids), 200):
+            for delivery in self._read(ids[start : start + 200]):
+                if (endpoint_id is None or delivery.endpoint_id == endpoint_id) and (
+                    status is None or delivery.status is status
+                ):
+                    found.append(delivery)
+            if len(found) >= limit:
+                break
+        return found[:limit]
+
+    def _read(self, ids: list[str]) -> list[WebhookDelivery]:
+        with storage_errors("reading webhook deliveries"), self.client.pipeline(False) as pipe:
+            for did in ids:
+                pipe.hgetall(self.keys.webhook_delivery(did))
+                pipe.lrange(self.keys.webhook_attempts(did), 0, -1)
+            replies = pipe.execute()
+        found = []
+        for did, raw, attempts in zip(ids, replies[::2], replies[1::2], strict=True):
+            if raw and "doc" in raw:
+                found.append(_parse(did, raw, attempts))
+        return found
+
+    def record_attempt(
+        self,
+        did: str,
+        attempt: DeliveryAttempt,
+        *,
+        status: DeliveryStatus,
+        next_attempt_at: float | None,
+    ) -> None:
+        """Appends an attempt and moves the delivery to `status`, in one round trip."""
+        key, attempts = self.keys.webhook_delivery(did), self.keys.webhook_attempts(did)
+        next_at = "" if next_attempt_at is None else repr(next_attempt_at)
+        with storage_errors(f"logging webhook delivery {did}"), self.client.pipeline() as pipe:
+            pipe.hset(key, mapping={"status": status.value, "next_at": next_at})
+            pipe.hincrby(key, "round", 1)
+            pipe.rpush(attempts, attempt.model_dump_json())
+            pipe.ltrim(attempts, -MAX_ATTEMPTS_KEPT, -1)
+            pipe.execute()
+
+    def resend(self, did: str, send: Callable[[str], None]) -> WebhookDelivery:
+        """Makes a delivery pending again with a full set of attempts, and `send`s it."""
+        self.get(did)
+        key = self.keys.webhook_delivery(did)
+        with storage_errors(f"re-sending webhook delivery {did}"):
+            self.client.hset(
+                key, mapping={"status": DeliveryStatus.PENDING.value, "round": 0, "next_at": ""}
+            )
+        send(did)
+        return self.get(did)
+
+    def fail(self, did: str, reason: str) -> None:
+        """Ends a delivery that cannot be made (its endpoint was removed)."""
+        attempt = DeliveryAttempt(at=time.time(), duration_ms=0.0, error=reason)
+        self.record_attempt(did, attempt, status=DeliveryStatus.FAILED, next_attempt_at=None)
+
+
+def _parse(did: str, raw: dict[str, str], attempts: list[str]) -> WebhookDelivery:
+    try:
+        doc = json.loads(raw["doc"])
+        next_at = raw.get("next_at") or None
+        return WebhookDelivery(
+            **doc,
+            status=DeliveryStatus(raw.get("status") or DeliveryStatus.PENDING.value),
+            next_attempt_at=float(next_at) if next_at else None,
+            attempts=[DeliveryAttempt.model_validate_json(a) for a in attempts],
+        )
+    except (ValueError, ValidationError) as exc:
+        raise CorruptRecord(f"webhook delivery {did} is unreadable: {exc}") from exc

@@ -1,0 +1,116 @@
+"""Webhook endpoints, and the outbox that events go through on their way to them.
+
+Emitting an event is one command queued on the pipeline of the write that caused it (a
+flush, a resolution): a Lua script that appends the event to the outbox stream only when
+an endpoint is registered. A dispatcher in each worker turns outbox entries into
+deliveries (`shared/store/webhook_log.py`); nothing on a turn's path waits for an
+endpoint. `emit_webhook_event` is the entry point for code without such a pipeline
+(schedules, batches).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from shared.errors import CorruptRecord, NotFound
+from shared.models.webhooks import EndpointRequest, WebhookEndpoint, WebhookEvent, WebhookEventKind
+from shared.store.connection import storage_errors
+from shared.store.keys import KeySpace
+from shared.store.lua import LuaScript, lua_source
+from shared.webhooks.signing import new_secret
+
+__all__ = ["OUTBOX_MAXLEN", "EndpointStore", "emit_webhook_event", "queue_event"]
+
+OUTBOX_MAXLEN = 100_000  # events not yet dispatched; the dispatcher keeps up in milliseconds
+_OUTBOX = LuaScript(lua_source("shared.store", "webhook_outbox.lua"))
+
+
+def queue_event(pipe: Any, keys: KeySpace, event: WebhookEvent) -> None:
+    """Queues `event` for the outbox on a pipeline (kept only if an endpoint is registered)."""
+    _OUTBOX.queue(
+        pipe,
+        [keys.webhook_endpoints(), keys.webhook_outbox()],
+        [event.model_dump_json(), OUTBOX_MAXLEN],
+    )
+
+
+def emit_webhook_event(
+    client: redis.Redis,
+    keys: KeySpace,
+    kind: WebhookEventKind,
+    data: dict[str, Any],
+    *,
+    event_id: str,
+) -> bool:
+    """Sends an event to every endpoint that wants `kind`; one round trip, no waiting.
+
+    `event_id` names what happened (`schedule.fired:<schedule>:<due time>`): the same id
+    emitted twice makes no second delivery. `data` is the payload's `data` (JSON values);
+    a `text` entry is also put at the top of the payload, for chat tools. Returns whether
+    the event was kept (False: no endpoint is registered).
+    """
+    event = WebhookEvent(event_id=event_id, kind=kind, data=data)
+    with storage_errors(f"emitting webhook event {event_id}"):
+        kept = _OUTBOX(
+            client,
+            [keys.webhook_endpoints(), keys.webhook_outbox()],
+            [event.model_dump_json(), OUTBOX_MAXLEN],
+        )
+    return bool(kept)
+
+
+class EndpointStore:
+    """The endpoints operators registered."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
+        self.client = client
+        self.keys = keys
+
+    def add(self, request: EndpointRequest, *, actor: str) -> WebhookEndpoint:
+        """Registers an endpoint; the returned one carries its secret (shown once)."""
+        endpoint = WebhookEndpoint(
+            id=f"wh_{secrets.token_hex(6)}",
+            url=request.url,
+            events=sorted(set(request.events), key=list(WebhookEventKind).index),
+            description=request.description,
+            secret=request.secret or new_secret(),
+            created_at=time.time(),
+            created_by=actor,
+        )
+        doc = json.dumps(endpoint.model_dump(mode="json") | {"secret": endpoint.secret})
+        with storage_errors("registering a webhook endpoint"):
+            self.client.hset(self.keys.webhook_endpoints(), endpoint.id, doc)
+        return endpoint
+
+    def remove(self, endpoint_id: str) -> WebhookEndpoint:
+        endpoint = self.get(endpoint_id)
+        with storage_errors(f"removing webhook endpoint {endpoint_id}"):
+            self.client.hdel(self.keys.webhook_endpoints(), endpoint_id)
+        return endpoint
+
+    def get(self, endpoint_id: str) -> WebhookEndpoint:
+        with storage_errors(f"reading webhook endpoint {endpoint_id}"):
+            raw = self.client.hget(self.keys.webhook_endpoints(), endpoint_id)
+        if raw is None:
+            raise NotFound(f"no webhook endpoint {endpoint_id!r}")
+        return _parse(endpoint_id, str(raw))
+
+    def all(self) -> list[WebhookEndpoint]:
+        """Every endpoint, oldest first."""
+        with storage_errors("reading webhook endpoints"):
+            raw: dict[str, str] = self.client.hgetall(self.keys.webhook_endpoints())  # type: ignore[assignment]
+        found = [_parse(eid, doc) for eid, doc in raw.items()]
+        return sorted(found, key=lambda e: (e.created_at, e.id))
+
+
+def _parse(endpoint_id: str, doc: str) -> WebhookEndpoint:
+    try:
+        return WebhookEndpoint.model_validate_json(doc)
+    except ValidationError as exc:
+        raise CorruptRecord(f"webhook endpoint {endpoint_id} is unreadable: {exc}") from exc

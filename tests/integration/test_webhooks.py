@@ -1,0 +1,221 @@
+"""Outbound webhooks and inbound triggers against real processes: a Celery worker sends
+signed deliveries to a receiver on a loopback socket, retries them with backoff, logs every
+attempt; a failed delivery is re-sent from the CLI; a trigger's event runs its agent."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from shared.cli.main import cli
+from shared.client import Client
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.agents import NewAgent
+from shared.models.events import ConversationStatus
+from shared.models.notifications import Deny
+from shared.models.webhooks import DeliveryStatus, EndpointRequest, WebhookEndpoint
+from shared.settings import Settings
+from shared.store.webhook_log import DeliveryLog
+from shared.store.webhooks import EndpointStore
+from shared.webhooks.signing import new_secret, signed_headers
+from tests.stack import parked
+from tests.web.conftest import services_of, wait_for, web_settings
+from tests.webhook_receiver import Receiver
+from webui import create_app
+
+PUBLIC = "https://signoff.example.test"
+BACKOFF_S = 0.2
+EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Report", "body": "Numbers."}'
+
+
+@pytest.fixture(scope="module")
+def stack_env(redis_server: EmbeddedRedis, workspace: Path) -> dict[str, str]:
+    """This module's worker retries quickly: 0.2 s, then 0.4 s; three attempts at most."""
+    return {
+        "SIGNOFF_REDIS_URL": redis_server.url,
+        "SIGNOFF_KEY_PREFIX": f"wh{uuid.uuid4().hex[:8]}",
+        "SIGNOFF_FLUSH_INTERVAL_MS": "10",
+        "SIGNOFF_WORKSPACE_ROOTS": json.dumps([str(workspace)]),
+        "SIGNOFF_WEBHOOK_BACKOFF_S": str(BACKOFF_S),
+        "SIGNOFF_WEBHOOK_MAX_ATTEMPTS": "3",
+        "SIGNOFF_PUBLIC_URL": PUBLIC,
+    }
+
+
+def run_cli(env: dict[str, str], *args: str) -> Result:
+    """The `signoff` command in this process (its own processes are tested elsewhere)."""
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+@pytest.fixture
+def endpoints(client: Client) -> Iterator[EndpointStore]:
+    store = EndpointStore(client.redis, client.keys)
+    yield store
+    for endpoint in store.all():
+        store.remove(endpoint.id)
+
+
+def _register(store: EndpointStore, receiver: Receiver, *events: str) -> WebhookEndpoint:
+    request = EndpointRequest(url=receiver.url, events=list(events), secret=receiver.secret)  # type: ignore[arg-type]
+    return store.add(request, actor="test")
+
+
+def _log(client: Client) -> DeliveryLog:
+    return DeliveryLog(client.redis, client.keys, size=1000)
+
+
+def test_a_failing_endpoint_gets_signed_retries_until_it_answers_200(
+    client: Client, endpoints: EndpointStore
+) -> None:
+    with Receiver(new_secret(), failures=2).running() as receiver:
+        _register(endpoints, receiver, "turn.completed")
+        conversation = client.new_conversation()
+        turn_id = conversation.send("hello webhooks")
+        arrivals = wait_for(
+            lambda: (found := receiver.of("turn.completed")) and len(found) >= 3 and found,
+            "three attempts of the turn.completed delivery",
+        )
+    assert [a.status for a in arrivals] == [500, 500, 200]
+    assert all(a.verified for a in arrivals)
+    assert len({a.msg_id for a in arrivals}) == 1  # one webhook-id across retries
+    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(arrivals)]
+    assert gaps[0] >= BACKOFF_S * 0.9 and gaps[1] >= 2 * BACKOFF_S * 0.9  # doubling backoff
+    data = arrivals[-1].body["data"]
+    assert data["conversation_id"] == conversation.conversation_id
+    assert data["turn_id"] == turn_id
+    assert data["response"] == conversation.last_response
+    [delivery] = _log(client).recent(endpoint_id=None)
+    assert delivery.id == arrivals[0].msg_id
+    assert delivery.status is DeliveryStatus.SUCCEEDED
+    assert [a.status_code for a in delivery.attempts] == [500, 500, 200]
+
+
+def test_approval_needed_links_to_its_page_then_its_resolution_follows(
+    client: Client, endpoints: EndpointStore
+) -> None:
+    with Receiver(new_secret()).running() as receiver:
+        _register(endpoints, receiver, "approval.needed", "approval.resolved")
+        conversation = client.new_conversation(tools={"send_email": "ask"})
+        conversation.send(EMAIL)
+        [note] = parked(conversation)
+        [needed] = wait_for(lambda: receiver.of("approval.needed"), "approval.needed")
+        url = f"{PUBLIC}/approvals/{note.id}"
+        assert needed.body["data"]["url"] == url
+        assert needed.body["data"]["tool"] == "send_email"
+        assert url in needed.body["text"]  # what a chat tool's incoming webhook shows
+        client.notifications.resolve(note.id, Deny(reason="not today"), actor="ada")
+        [resolved] = wait_for(lambda: receiver.of("approval.resolved"), "approval.resolved")
+    assert resolved.body["data"]["resolution"] == "deny"
+    assert resolved.body["data"]["resolved_by"] == "ada"
+    assert resolved.body["data"]["notification_id"] == note.id
+
+
+def test_a_slow_endpoint_never_holds_a_turn_back(client: Client, endpoints: EndpointStore) -> None:
+    with Receiver(new_secret()).running() as receiver:
+        receiver.hold.clear()  # the endpoint answers nothing until the turns are done
+        _register(endpoints, receiver, "turn.completed")
+        conversations = [client.new_conversation() for _ in range(3)]
+        for conversation in conversations:
+            conversation.send("hello")
+        for conversation in conversations:
+            wait_for(
+                lambda c=conversation: c.status is ConversationStatus.IDLE and c.last_response,
+                "turns to complete while the endpoint hangs",
+            )
+        assert receiver.arrivals == []
+        receiver.hold.set()
+        wait_for(lambda: len(receiver.of("turn.completed")) == 3, "the held deliveries")
+
+
+def test_a_failed_delivery_is_listed_and_resent_from_the_cli(
+    client: Client, endpoints: EndpointStore, stack_env: dict[str, str]
+) -> None:
+    with Receiver(new_secret(), failures=10).running() as receiver:
+        endpoint = _register(endpoints, receiver, "turn.completed")
+        client.new_conversation().send("this delivery will fail")
+        failed = wait_for(
+            lambda: _log(client).recent(status=DeliveryStatus.FAILED), "the delivery to fail"
+        )
+        assert [a.status_code for a in failed[0].attempts] == [500, 500, 500]
+        listed = run_cli(stack_env, "webhook", "deliveries", "--status", "failed")
+        assert listed.exit_code == 0, listed.output
+        assert failed[0].id in listed.stdout and "last=500" in listed.stdout
+        receiver.failures = 0
+        resent = run_cli(stack_env, "webhook", "redeliver", failed[0].id)
+        assert resent.exit_code == 0, resent.output
+        wait_for(
+            lambda: _log(client).get(failed[0].id).status is DeliveryStatus.SUCCEEDED,
+            "the re-sent delivery to succeed",
+        )
+    assert [a.status_code for a in _log(client).get(failed[0].id).attempts] == [500, 500, 500, 200]
+    missing = run_cli(stack_env, "webhook", "redeliver", "msg_nothing")
+    assert missing.exit_code == 2 and "no webhook delivery 'msg_nothing'" in missing.stderr
+    assert endpoint.secret not in listed.stdout + resent.stdout
+
+
+def test_cli_registers_lists_and_removes_endpoints_and_refuses_bad_ones(
+    stack_env: dict[str, str], endpoints: EndpointStore
+) -> None:
+    added = run_cli(
+        stack_env, "webhook", "add", "https://hooks.example.test/x", "-e", "turn.failed"
+    )
+    assert added.exit_code == 0, added.output
+    endpoint_id = added.stdout.split()[0]
+    assert "secret: whsec_" in added.stdout
+    listed = run_cli(stack_env, "webhook", "list")
+    assert f"{endpoint_id}  https://hooks.example.test/x  turn.failed" in listed.stdout
+    assert "whsec_" not in listed.stdout
+    bad = run_cli(stack_env, "webhook", "add", "file:///etc/passwd", "--all-events")
+    assert bad.exit_code == 1 and "http:// or https://" in bad.stderr
+    none = run_cli(stack_env, "webhook", "add", "https://hooks.example.test/y")
+    assert none.exit_code == 1 and "--event" in none.stderr
+    removed = run_cli(stack_env, "webhook", "remove", endpoint_id)
+    assert removed.exit_code == 0 and endpoint_id in removed.stdout
+
+
+def test_a_triggered_event_runs_the_agent_once(
+    client: Client, stack_env: dict[str, str], redis_server: EmbeddedRedis
+) -> None:
+    client.stores.agents.create(
+        NewAgent(name="triage", system_prompt="You triage issues."), actor="test"
+    )
+    created = run_cli(
+        stack_env,
+        "trigger",
+        "create",
+        "issues",
+        "--agent",
+        "triage",
+        "--template",
+        "Triage issue {payload.issue.number}: {payload.issue.title}",
+    )
+    assert created.exit_code == 0, created.stderr
+    secret = created.stdout.split("secret: ")[1].split()[0]
+    settings: Settings = web_settings(
+        redis_url=redis_server.url, key_prefix=stack_env["SIGNOFF_KEY_PREFIX"]
+    )
+    app = create_app(settings)
+    http = app.test_client()
+    body = json.dumps({"issue": {"number": 7, "title": "Crash on start"}})
+    headers = signed_headers(secret, "evt-1", int(time.time()), body)
+    fired = http.post("/api/v1/triggers/issues", data=body, headers=headers)
+    assert fired.status_code == 202, fired.text
+    cid = fired.json["conversation_id"]
+    conversation = client.conversation(cid)
+    wait_for(lambda: conversation.last_response, "the agent's answer")
+    record = client.store.get(cid)
+    assert record.config.agent == "triage" and record.owner == "trigger:issues"
+    assert "Triage issue 7: Crash on start" in conversation.history[0].content
+    replayed = http.post("/api/v1/triggers/issues", data=body, headers=headers)
+    assert replayed.status_code == 409
+    assert cid in replayed.json["error"]["message"]
+    services_of(app).close()
+    shown = run_cli(stack_env, "trigger", "show", "issues")
+    assert "/api/v1/triggers/issues" in shown.stdout and secret not in shown.stdout

@@ -1,0 +1,25 @@
+"""The web's view of webhooks: the endpoint store, the delivery log, and re-sending."""
+
+from __future__ import annotations
+
+from shared.models.webhooks import WebhookDelivery
+from shared.store.webhook_log import DeliveryLog
+from shared.store.webhooks import EndpointStore
+from webui.services import services
+
+__all__ = ["delivery_log", "endpoints", "resend"]
+
+
+def endpoints() -> EndpointStore:
+    svc = services()
+    return EndpointStore(svc.redis, svc.keys)
+
+
+def delivery_log() -> DeliveryLog:
+    svc = services()
+    return DeliveryLog(svc.redis, svc.keys, size=svc.settings.webhook_log_size)
+
+
+def resend(delivery_id: str) -> WebhookDelivery:
+    """Makes a delivery pending again and queues its first new attempt."""
+    return delivery_log().resend(delivery_id, services().client.tasks.deliver_webhook)

@@ -1,0 +1,142 @@
+"""The dispatcher: turns outbox events into deliveries and sends each to the delivery queue.
+
+Each worker process runs one in a thread (`DispatcherStep`, a Celery bootstep) reading
+the outbox stream through one consumer group, so every event is dispatched by one of
+them. An event is acknowledged once its deliveries are logged and sent; the entries of a
+dispatcher that died are claimed by another after `RECLAIM_IDLE_MS`. Dispatching twice
+is harmless: delivery ids come from the event and the endpoint, and only a delivery
+with no attempt yet is sent again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from celery import bootsteps
+from pydantic import ValidationError
+
+from shared.errors import SignoffError
+from shared.models.webhooks import DeliveryStatus, WebhookEvent
+from shared.store.keys import KeySpace
+from shared.store.webhook_log import DeliveryLog
+from shared.store.webhooks import EndpointStore
+
+__all__ = ["GROUP", "Dispatcher", "DispatcherStep"]
+
+log = logging.getLogger(__name__)
+
+GROUP = "dispatch"
+BLOCK_MS = 1_000
+BATCH = 100
+RECLAIM_IDLE_MS = 30_000
+_ERROR_PAUSE_S = 1.0
+
+
+class Dispatcher:
+    """Reads the outbox and makes deliveries; `send(delivery_id)` queues one for sending."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        deliveries: DeliveryLog,
+        send: Callable[[str], None],
+        *,
+        consumer: str | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.endpoints = EndpointStore(client, keys)
+        self.deliveries = deliveries
+        self.send = send
+        self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}"
+        self._group_ready = False
+
+    def run(self, stop: threading.Event) -> None:
+        """Dispatches until `stop` is set; a Redis failure pauses it, never ends it."""
+        rounds = 0
+        while not stop.is_set():
+            try:
+                self.step(reclaim=rounds % 30 == 0)
+                rounds += 1
+            except (redis.RedisError, SignoffError) as exc:
+                log.warning("webhook dispatcher: %s", exc)
+                self._group_ready = False
+                stop.wait(_ERROR_PAUSE_S)
+
+    def step(self, *, reclaim: bool = False, block_ms: int = BLOCK_MS) -> int:
+        """Dispatches what is waiting (and, with `reclaim`, what a dead dispatcher left)."""
+        self._ensure_group()
+        entries: list[tuple[str, dict[str, str]]] = []
+        if reclaim:
+            entries += self._reclaimed()
+        reply: Any = self.client.xreadgroup(
+            GROUP, self.consumer, {self.keys.webhook_outbox(): ">"}, count=BATCH, block=block_ms
+        )
+        for _stream, found in reply or []:
+            entries += found
+        for entry_id, fields in entries:
+            self._dispatch(fields.get("event", ""))
+            self.client.xack(self.keys.webhook_outbox(), GROUP, entry_id)
+        return len(entries)
+
+    def _ensure_group(self) -> None:
+        if self._group_ready:
+            return
+        try:
+            # from the start: events emitted while no worker ran are delivered too
+            self.client.xgroup_create(self.keys.webhook_outbox(), GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._group_ready = True
+
+    def _reclaimed(self) -> list[tuple[str, dict[str, str]]]:
+        reply: Any = self.client.xautoclaim(
+            self.keys.webhook_outbox(), GROUP, self.consumer, RECLAIM_IDLE_MS, count=BATCH
+        )
+        return [(eid, fields) for eid, fields in reply[1] if fields]
+
+    def _dispatch(self, raw: str) -> list[str]:
+        """The deliveries of one event, made and sent; an unreadable event is dropped."""
+        try:
+            event = WebhookEvent.model_validate_json(raw)
+        except ValidationError as exc:
+            log.warning("webhook outbox: unreadable event dropped: %s", exc)
+            return []
+        sent = []
+        for endpoint in self.endpoints.all():
+            if not endpoint.wants(event.kind):
+                continue
+            delivery = self.deliveries.create(event, endpoint)
+            if delivery.status is DeliveryStatus.PENDING and not delivery.attempts:
+                self.send(delivery.id)
+                sent.append(delivery.id)
+        return sent
+
+
+class DispatcherStep(bootsteps.StartStopStep):
+    """Runs a `Dispatcher` in a thread for as long as the Celery worker runs."""
+
+    def __init__(self, parent: Any, **options: Any) -> None:
+        super().__init__(parent, **options)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, parent: Any) -> None:
+        dispatcher: Dispatcher = parent.app.signoff_dispatcher()
+        self._thread = threading.Thread(
+            target=dispatcher.run, args=(self._stop,), name="webhook-dispatcher", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, parent: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=BLOCK_MS / 1000 + 2)

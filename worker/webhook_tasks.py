@@ -1,0 +1,52 @@
+"""The worker's webhook parts: the `signoff.webhook.deliver` task on its own queue, and the
+dispatcher thread that feeds it (see `worker/webhook_dispatch.py`)."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Celery
+
+from shared.client.tasks import DELIVER_WEBHOOK, webhook_queue_name
+from shared.errors import StorageError
+from shared.settings import Settings
+from shared.store.connection import connect
+from shared.store.keys import KeySpace
+from shared.store.webhook_log import DeliveryLog
+from shared.store.webhooks import EndpointStore
+from worker.webhook_delivery import Deliverer, backoff_s
+from worker.webhook_dispatch import Dispatcher, DispatcherStep
+
+__all__ = ["register_webhooks"]
+
+log = logging.getLogger(__name__)
+
+
+def register_webhooks(app: Celery, settings: Settings) -> None:
+    """Adds the delivery task and, to every worker this app runs, a dispatcher thread."""
+    keys = KeySpace(settings.key_prefix)
+    client = connect(settings)
+    deliveries = DeliveryLog(client, keys, size=settings.webhook_log_size)
+    deliverer = Deliverer(settings, EndpointStore(client, keys), deliveries)
+    queue = webhook_queue_name(settings)
+
+    def later(delivery_id: str, wait_s: float = 0.0) -> None:
+        deliver.apply_async((delivery_id,), countdown=wait_s or None, queue=queue)
+
+    @app.task(name=DELIVER_WEBHOOK, ignore_result=True)
+    def deliver(delivery_id: str) -> None:
+        try:
+            wait = deliverer.attempt(delivery_id)
+        except StorageError as exc:  # Redis failed around the attempt: try again later
+            log.warning("webhook %s: %s", delivery_id, exc)
+            wait = backoff_s(settings, 1)
+        if wait is not None:
+            later(delivery_id, wait)
+
+    def dispatcher() -> Dispatcher:
+        # its own connection: the dispatcher blocks on the outbox a second at a time
+        own = connect(settings)
+        return Dispatcher(own, keys, DeliveryLog(own, keys, size=settings.webhook_log_size), later)
+
+    app.signoff_dispatcher = dispatcher
+    app.steps["worker"].add(DispatcherStep)
