@@ -23,10 +23,12 @@ from shared.models.schedules import (
     ScheduleRun,
     ScheduleStatus,
 )
+from shared.models.webhooks import WebhookEvent, WebhookEventKind
 from shared.store.agents import AgentStore
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript
+from shared.store.webhooks import queue_event
 
 __all__ = ["MAX_QUEUED_RUNS", "ScheduleStore", "to_ms"]
 
@@ -185,7 +187,8 @@ class ScheduleStore:
         return bool(won)
 
     def record(self, name: str, run: ScheduleRun) -> None:
-        """Appends a fire to the runs stream and sums it into the schedule's state."""
+        """Appends a fire to the runs stream and sums it into the schedule's state; the
+        `schedule.fired` webhook event goes in the same round trip."""
         state = self.keys.schedule_state(name)
         fields: dict[Any, Any] = {"last_outcome": run.outcome.value}
         if run.conversation_id:
@@ -202,6 +205,7 @@ class ScheduleStore:
                 pipe.hincrby(state, "skipped", 1)
             elif run.outcome not in (RunOutcome.FAILED, RunOutcome.QUEUED):
                 pipe.hincrby(state, "runs", 1)
+            queue_event(pipe, self.keys, _fired_event(name, run))
             pipe.execute()
 
     def runs(self, name: str, *, limit: int = 100) -> list[ScheduleRun]:
@@ -245,6 +249,20 @@ class ScheduleStore:
             raw: dict[str, str] = self.client.hgetall(self.keys.schedules())  # type: ignore[assignment]
         moment = time.time() if now is None else now
         return [self._status(_parse(doc), moment) for _, doc in sorted(raw.items())]
+
+
+def _fired_event(name: str, run: ScheduleRun) -> WebhookEvent:
+    """What endpoints hear of a fire; one event per slot, however often it is recorded."""
+    where = f" in {run.conversation_id}" if run.conversation_id else ""
+    return WebhookEvent(
+        event_id=f"schedule.fired:{name}:{to_ms(run.due)}",
+        kind=WebhookEventKind.SCHEDULE_FIRED,
+        data={
+            "schedule": name,
+            **run.model_dump(mode="json"),
+            "text": f"Schedule {name} fired: {run.outcome.value}{where}",
+        },
+    )
 
 
 def _parse(doc: Any) -> Schedule:

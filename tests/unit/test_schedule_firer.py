@@ -18,8 +18,10 @@ from pydantic import ValidationError
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import NewAgent
 from shared.models.schedules import NewSchedule, RunOutcome, Schedule
+from shared.models.webhooks import EndpointRequest, WebhookEvent
 from shared.settings import Settings
 from shared.store.bundle import Stores
+from shared.store.webhooks import EndpointStore
 from worker.schedule_firer import ScheduleFirer
 from worker.schedule_runs import ScheduleRunner
 
@@ -70,6 +72,21 @@ def test_each_slot_is_claimed_once_among_beats(stores: Stores, sent: list[str]) 
     status = stores.schedules.status("s", now=T0 + 10.01)
     assert status.next_fire_times[:2] == [T0 + 20, T0 + 30]
     assert (status.runs, status.conversation_id) == (1, run.conversation_id)
+
+
+def test_a_fire_is_a_schedule_fired_webhook_event(stores: Stores, firer: ScheduleFirer) -> None:
+    wanted = EndpointRequest(url="http://127.0.0.1:9/hook", events=["schedule.fired"])
+    EndpointStore(stores.redis, stores.keys).add(wanted, actor="test")
+    _every(stores, "w")
+    firer.tick(now=T0 + 10.01)
+    [(_, fields)] = stores.redis.xrange(stores.keys.webhook_outbox())
+    event = WebhookEvent.model_validate_json(fields["event"])
+    assert (event.kind, event.event_id) == (
+        "schedule.fired",
+        f"schedule.fired:w:{int((T0 + 10) * 1000)}",
+    )
+    assert event.data["outcome"] == "started" and event.data["schedule"] == "w"
+    assert event.data["text"].startswith("Schedule w fired: started in sched.w.")
 
 
 def test_overlap_skip_cancel_and_queue(stores: Stores, firer: ScheduleFirer) -> None:
