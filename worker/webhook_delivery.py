@@ -65,7 +65,7 @@ class Deliverer:
             self.deliveries.fail(did, "the endpoint was removed")
             return None
         result = self._post(endpoint.url, endpoint.secret, delivery)
-        made = self.deliveries.round_attempts(did) + 1
+        made = delivery.attempts_this_round + 1
         if result.ok:
             status, wait = DeliveryStatus.SUCCEEDED, None
         elif made >= self.settings.webhook_max_attempts:

@@ -22,7 +22,7 @@ from celery import bootsteps
 from pydantic import ValidationError
 
 from shared.errors import SignoffError
-from shared.models.webhooks import DeliveryStatus, WebhookEvent
+from shared.models.webhooks import DeliveryStatus, WebhookEndpoint, WebhookEvent
 from shared.store.keys import KeySpace
 from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore
@@ -81,8 +81,9 @@ class Dispatcher:
         )
         for _stream, found in reply or []:
             entries += found
+        endpoints = self.endpoints.all() if entries else []
         for entry_id, fields in entries:
-            self._dispatch(fields.get("event", ""))
+            self._dispatch(fields.get("event", ""), endpoints)
             self.client.xack(self.keys.webhook_outbox(), GROUP, entry_id)
         return len(entries)
 
@@ -103,7 +104,7 @@ class Dispatcher:
         )
         return [(eid, fields) for eid, fields in reply[1] if fields]
 
-    def _dispatch(self, raw: str) -> list[str]:
+    def _dispatch(self, raw: str, endpoints: list[WebhookEndpoint]) -> list[str]:
         """The deliveries of one event, made and sent; an unreadable event is dropped."""
         try:
             event = WebhookEvent.model_validate_json(raw)
@@ -111,14 +112,19 @@ class Dispatcher:
             log.warning("webhook outbox: unreadable event dropped: %s", exc)
             return []
         sent = []
-        for endpoint in self.endpoints.all():
+        for endpoint in endpoints:
             if not endpoint.wants(event.kind):
                 continue
-            delivery = self.deliveries.create(event, endpoint)
-            if delivery.status is DeliveryStatus.PENDING and not delivery.attempts:
-                self.send(delivery.id)
-                sent.append(delivery.id)
+            did, created = self.deliveries.create(event, endpoint)
+            if created or self._unsent(did):
+                self.send(did)
+                sent.append(did)
         return sent
+
+    def _unsent(self, did: str) -> bool:
+        """A delivery made by a dispatcher that died before sending it (or before its ack)."""
+        delivery = self.deliveries.get(did)
+        return delivery.status is DeliveryStatus.PENDING and not delivery.attempts
 
 
 class DispatcherStep(bootsteps.StartStopStep):

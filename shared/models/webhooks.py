@@ -151,4 +151,5 @@ class WebhookDelivery(BaseModel):
     body: str = Field(description="The signed JSON payload, exactly as sent.")
     status: DeliveryStatus = DeliveryStatus.PENDING
     next_attempt_at: float | None = None
+    attempts_this_round: int = Field(0, description="Attempts since it was (re-)sent.")
     attempts: list[DeliveryAttempt] = []

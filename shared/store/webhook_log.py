@@ -48,8 +48,9 @@ class DeliveryLog:
         self.keys = keys
         self.size = size
 
-    def create(self, event: WebhookEvent, endpoint: WebhookEndpoint) -> WebhookDelivery:
-        """The delivery of `event` to `endpoint`, made if new (its status says where it is)."""
+    def create(self, event: WebhookEvent, endpoint: WebhookEndpoint) -> tuple[str, bool]:
+        """The id of `event`'s delivery to `endpoint`, and whether it was made just now (one
+        round trip; a delivery already there keeps its status and attempts)."""
         did = delivery_id(event.event_id, endpoint.id)
         doc = {
             "id": did,
@@ -61,15 +62,16 @@ class DeliveryLog:
         }
         key = self.keys.webhook_delivery(did)
         with storage_errors(f"logging webhook delivery {did}"):
-            if self.client.hsetnx(key, "doc", json.dumps(doc)):
-                with self.client.pipeline(transaction=False) as pipe:
-                    pipe.hset(key, mapping={"status": DeliveryStatus.PENDING.value, "round": 0})
-                    pipe.zadd(self.keys.webhook_deliveries(), {did: event.at})
-                    pipe.zcard(self.keys.webhook_deliveries())
-                    excess = int(pipe.execute()[-1]) - self.size
-                if excess > 0:
-                    self._drop_oldest(excess)
-        return self.get(did)
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.hsetnx(key, "doc", json.dumps(doc))
+                pipe.hsetnx(key, "status", DeliveryStatus.PENDING.value)
+                pipe.hsetnx(key, "round", 0)
+                pipe.zadd(self.keys.webhook_deliveries(), {did: event.at}, nx=True)
+                pipe.zcard(self.keys.webhook_deliveries())
+                created, *_, size = pipe.execute()
+            if int(size) > self.size:
+                self._drop_oldest(int(size) - self.size)
+        return did, bool(created)
 
     def _drop_oldest(self, count: int) -> None:
         index = self.keys.webhook_deliveries()
@@ -87,12 +89,6 @@ class DeliveryLog:
         if not found:
             raise NotFound(f"no webhook delivery {did!r}")
         return found[0]
-
-    def round_attempts(self, did: str) -> int:
-        """Attempts made since the delivery was (re-)sent."""
-        with storage_errors(f"reading webhook delivery {did}"):
-            raw: Any = self.client.hget(self.keys.webhook_delivery(did), "round")
-        return int(raw or 0)
 
     def recent(
         self,
@@ -170,6 +166,7 @@ def _parse(did: str, raw: dict[str, str], attempts: list[str]) -> WebhookDeliver
             **doc,
             status=DeliveryStatus(raw.get("status") or DeliveryStatus.PENDING.value),
             next_attempt_at=float(next_at) if next_at else None,
+            attempts_this_round=int(raw.get("round") or 0),
             attempts=[DeliveryAttempt.model_validate_json(a) for a in attempts],
         )
     except (ValueError, ValidationError) as exc:

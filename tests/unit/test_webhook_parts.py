@@ -105,15 +105,15 @@ def test_the_delivery_log_is_bounded_and_dispatching_twice_makes_one_delivery(
         WebhookEvent(event_id=f"e{i}", kind=WebhookEventKind.TURN_COMPLETED, at=i, data={})
         for i in range(12)
     ]
-    ids = [log.create(event, endpoint).id for event in events]
-    assert log.create(events[-1], endpoint).id == ids[-1]
+    ids = [log.create(event, endpoint)[0] for event in events]
+    assert log.create(events[-1], endpoint) == (ids[-1], False)
     kept = log.recent(limit=100)
     assert [d.id for d in kept] == ids[:1:-1]  # newest first, the two oldest dropped
     assert not fake_redis.exists(keys.webhook_delivery(ids[0]))
     attempt = DeliveryAttempt(at=1.0, duration_ms=2.0, status_code=500)
     log.record_attempt(ids[-1], attempt, status=DeliveryStatus.FAILED, next_attempt_at=None)
     assert log.recent(status=DeliveryStatus.FAILED)[0].attempts == [attempt]
-    assert log.round_attempts(ids[-1]) == 1
+    assert log.get(ids[-1]).attempts_this_round == 1
     sent: list[str] = []
     assert log.resend(ids[-1], sent.append).status is DeliveryStatus.PENDING
-    assert sent == [ids[-1]] and log.round_attempts(ids[-1]) == 0
+    assert sent == [ids[-1]] and log.get(ids[-1]).attempts_this_round == 0

@@ -71,7 +71,7 @@ def _logged(svc: Services) -> tuple[DeliveryLog, str]:
     endpoint = EndpointStore(svc.redis, svc.keys).add(request, actor="test")
     log = DeliveryLog(svc.redis, svc.keys, size=100)
     event = WebhookEvent(event_id="e1", kind=WebhookEventKind.APPROVAL_NEEDED, data={"a": 1})
-    return log, log.create(event, endpoint).id
+    return log, log.create(event, endpoint)[0]
 
 
 def test_the_delivery_log_lists_filters_and_redelivers(
