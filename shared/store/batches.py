@@ -30,7 +30,9 @@ from shared.store.batch_scripts import CREATE, REGISTER, TRANSITION
 from shared.store.connection import storage_errors
 from shared.store.conversations import ConversationStore, OnCorrupt, allow_field, new_id
 from shared.store.keys import check_id
+from shared.store.webhooks import emit_webhook_event
 from shared.validation import prompt_options, validate_prompt
+from shared.webhooks.payloads import batch_finished
 
 __all__ = [
     "BatchConfig",
@@ -245,6 +247,22 @@ class BatchStore(AdvancingStore):
         with storage_errors(f"updating batch {bid}"):
             self.client.hset(self.keys.batch(bid), "status", BatchStatus.RUNNING.value)
         self.dispatch(bid)
+        self.announce_finished(bid)  # every item may have ended before the input did
+
+    def announce_finished(self, bid: str) -> bool:
+        """Emits the `batch.finished` webhook event if the batch is done (and an endpoint is
+        registered); its id is the batch's, so announcing twice delivers once."""
+        with storage_errors(f"reading batch {bid}"), self.client.pipeline(False) as pipe:
+            pipe.hget(self.keys.batch(bid), "status")
+            pipe.exists(self.keys.webhook_endpoints())
+            status, endpoints = pipe.execute()
+        if status != BatchStatus.DONE.value or not endpoints:
+            return False
+        info = self.info(bid)
+        counts = {"total": info.total, **{s.value: n for s, n in info.counts.items()}}
+        event = batch_finished(bid, counts)
+        emit_webhook_event(self.client, self.keys, event.kind, event.data, event_id=event.event_id)
+        return True
 
     def conversation_id(self, bid: str, item_id: str) -> str:
         """A stable conversation id per item, so a resubmitted item is recognised."""

@@ -18,10 +18,13 @@ from shared.cli.main import cli
 from shared.client import Client
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import NewAgent
+from shared.models.config import ConversationConfig
+from shared.models.content import Content
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Deny
 from shared.models.webhooks import DeliveryStatus, EndpointRequest, WebhookEndpoint
 from shared.settings import Settings
+from shared.store.batches import BatchConfig, BatchLine
 from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore
 from shared.webhooks.signing import new_secret, signed_headers
@@ -115,6 +118,31 @@ def test_approval_needed_links_to_its_page_then_its_resolution_follows(
     assert resolved.body["data"]["resolution"] == "deny"
     assert resolved.body["data"]["resolved_by"] == "ada"
     assert resolved.body["data"]["notification_id"] == note.id
+
+
+def test_a_finished_batch_and_an_expired_approval_are_announced(
+    client: Client, endpoints: EndpointStore
+) -> None:
+    with Receiver(new_secret()).running() as receiver:
+        _register(endpoints, receiver, "batch.finished", "approval.expired")
+        store = client.stores.batches
+        bid = store.create(BatchConfig(conversation=ConversationConfig(), max_concurrency=2))
+        lines = [BatchLine(i, f"item-{i}", Content.from_text(f"hello {i}")) for i in range(3)]
+        store.submit(bid, lines)
+        store.finish_submission(bid)
+        [finished] = wait_for(lambda: receiver.of("batch.finished"), "batch.finished")
+        assert finished.body["data"]["batch_id"] == bid
+        assert finished.body["data"]["counts"]["done"] == 3
+        conversation = client.new_conversation(tools={"send_email": "ask"}, approval_timeout_s=1)
+        conversation.send(EMAIL)
+        [note] = parked(conversation)
+        wait_for(client.notifications.expire_due, "the approval's deadline")  # what beat runs
+        [expired] = wait_for(lambda: receiver.of("approval.expired"), "approval.expired")
+        assert store.announce_finished(bid)  # a second announcement is not a second delivery
+        wait_for(lambda: conversation.status is ConversationStatus.IDLE, "the turn to go on")
+    assert expired.body["data"]["notification_id"] == note.id
+    assert expired.body["data"]["status"] == "expired"
+    assert len(receiver.of("batch.finished")) == 1
 
 
 def test_a_slow_endpoint_never_holds_a_turn_back(client: Client, endpoints: EndpointStore) -> None:
