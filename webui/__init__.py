@@ -15,7 +15,7 @@ from flask import Flask, jsonify
 from flask.typing import ResponseReturnValue
 
 from shared.settings import Settings, load_settings
-from webui import auth, csrf, errors, security
+from webui import auth, csrf, errors, security, timefmt
 from webui.api import blueprint as api_blueprint
 from webui.auth import public
 from webui.converters import CONVERTERS
@@ -81,7 +81,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     svc = build_services(settings)
     app.extensions[EXTENSION] = svc
     _ensure_admin(svc)
-    for part in (errors, security, auth, csrf):
+    for part in (errors, security, auth, csrf, timefmt):
         part.init_app(app)
     app.add_template_filter(_timestamp, "timestamp")
     app.register_blueprint(api_blueprint())

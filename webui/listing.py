@@ -1,17 +1,65 @@
-"""Listing conversations a page at a time, newest first, optionally by status.
+"""Listing conversations a page at a time, newest first, by listed status and by search text.
 
-A record that does not parse is left out of its page (and logged), not allowed to fail it.
+A conversation is listed as `failed` when its last turn failed and nothing runs since; the
+other listed statuses are its stored ones. A filtered page walks the index newest first, a
+chunk of records at a time, and stops after `SCAN_LIMIT` records so that no query can make a
+page read the whole index. A record that does not parse is left out (and logged), not
+allowed to fail its page.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
-from shared.models.events import ConversationStatus
 from shared.store.conversations import ConversationRecord, ConversationStore
 from webui.unreadable import skip_unreadable
 
-__all__ = ["ConversationPage", "list_conversations"]
+__all__ = [
+    "SCAN_LIMIT",
+    "ConversationFilter",
+    "ConversationPage",
+    "ListedStatus",
+    "list_conversations",
+]
+
+SCAN_LIMIT = 20_000  # records a filtered page reads at most
+_CHUNK = 200
+
+
+class ListedStatus(str, Enum):
+    """What a list shows and filters by: the stored status, or `failed`."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    WAITING_FOR_USER = "waiting_for_user"
+    CLOSED = "closed"
+    FAILED = "failed"
+
+    @classmethod
+    def of(cls, record: ConversationRecord) -> ListedStatus:
+        return cls.FAILED if record.failed else cls(record.status.value)
+
+
+@dataclass(frozen=True)
+class ConversationFilter:
+    """A listed status and a search text (in the title, the id, the metadata values)."""
+
+    status: ListedStatus | None = None
+    search: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return self.status is None and not self.search
+
+    def matches(self, record: ConversationRecord) -> bool:
+        if self.status is not None and ListedStatus.of(record) is not self.status:
+            return False
+        if not self.search:
+            return True
+        needle = self.search.casefold()
+        haystack = [record.title, record.conversation_id, *record.config.metadata.values()]
+        return any(needle in text.casefold() for text in haystack)
 
 
 @dataclass(frozen=True)
@@ -21,24 +69,50 @@ class ConversationPage:
     limit: int
     total: int | None  # known without a filter only
     next_offset: int | None
+    truncated: bool = False  # the filter stopped after SCAN_LIMIT records
 
 
 def list_conversations(
-    store: ConversationStore, *, offset: int, limit: int, status: ConversationStatus | None
+    store: ConversationStore,
+    *,
+    offset: int,
+    limit: int,
+    where: ConversationFilter | None = None,
 ) -> ConversationPage:
-    if status is None:
-        total: int | None = store.count()
+    where = where or ConversationFilter()
+    if where.empty:
+        total = store.count()
         ids = store.ids(offset=offset, limit=limit)
-        more = offset + limit < (total or 0)
-    else:
-        total = None
-        ids, more = store.ids_by_status(
-            status, offset=offset, limit=limit, on_corrupt=skip_unreadable
+        return ConversationPage(
+            records=store.records(ids, on_corrupt=skip_unreadable),
+            offset=offset,
+            limit=limit,
+            total=total,
+            next_offset=offset + limit if offset + limit < total else None,
         )
+    matched, truncated = _scan(store, where, wanted=offset + limit + 1)
     return ConversationPage(
-        records=store.records(ids, on_corrupt=skip_unreadable),
+        records=matched[offset : offset + limit],
         offset=offset,
         limit=limit,
-        total=total,
-        next_offset=offset + limit if more else None,
+        total=None,
+        next_offset=offset + limit if len(matched) > offset + limit else None,
+        truncated=truncated,
     )
+
+
+def _scan(
+    store: ConversationStore, where: ConversationFilter, *, wanted: int
+) -> tuple[list[ConversationRecord], bool]:
+    """Records matching `where`, newest first, until `wanted` or the scan limit."""
+    matched: list[ConversationRecord] = []
+    position = 0
+    while len(matched) < wanted:
+        if position >= SCAN_LIMIT:
+            return matched, True
+        chunk = store.ids(offset=position, limit=_CHUNK)
+        if not chunk:
+            break
+        matched += [r for r in store.records(chunk, on_corrupt=skip_unreadable) if where.matches(r)]
+        position += len(chunk)
+    return matched, False

@@ -12,13 +12,16 @@ from typing import Annotated
 from pydantic import Field
 
 from shared.models.config import LABEL_PATTERN
-from shared.models.events import ConversationStatus
 from shared.store.keys import ID_PATTERN
+from webui.audit import AuditDecision, AuditFilter
+from webui.batch_results import ResultStatus
 from webui.inbox import InboxFilter
+from webui.listing import ConversationFilter, ListedStatus
 from webui.params import (
     AN_ID,
     EMPTY_IS_A_VALUE,
     HEADER,
+    STRIPPED,
     ChoiceParam,
     DayParam,
     IntegerParam,
@@ -32,6 +35,7 @@ __all__ = [
     "MAX_OFFSET",
     "AuditPageQuery",
     "AuditQuery",
+    "BatchPageQuery",
     "ConversationsPageQuery",
     "ConversationsQuery",
     "EventsQuery",
@@ -54,9 +58,17 @@ Offset = Annotated[IntegerParam, Field(ge=0, le=MAX_OFFSET, description="Items t
 
 
 class OffsetQuery(QueryModel):
-    """The batches page, and the page of a batch's results."""
+    """The batches page."""
 
     offset: Offset = 0
+
+
+class BatchPageQuery(OffsetQuery):
+    """The page of one batch: its results from ``offset``, optionally of one status."""
+
+    status: ChoiceParam[ResultStatus] | None = Field(
+        None, description="Only results shown in this status (`denied`: done with a denial)."
+    )
 
 
 class ListQuery(OffsetQuery):
@@ -68,9 +80,17 @@ class ListQuery(OffsetQuery):
 class ConversationsPageQuery(OffsetQuery):
     """The conversations page."""
 
-    status: ChoiceParam[ConversationStatus] | None = Field(
-        None, description="Only conversations in this status."
+    status: ChoiceParam[ListedStatus] | None = Field(
+        None,
+        description="Only conversations in this status (`failed`: the last turn failed and "
+        "nothing runs since).",
     )
+    q: Annotated[str, STRIPPED] = Field(
+        "", max_length=200, description="Only those whose title, id or metadata contains this."
+    )
+
+    def where(self) -> ConversationFilter:
+        return ConversationFilter(status=self.status, search=self.q)
 
 
 class ConversationsQuery(ConversationsPageQuery, ListQuery):
@@ -103,6 +123,34 @@ class AuditPageQuery(QueryModel):
     before: StreamIdParam | None = Field(
         None, description="Only entries older than this id (`next_before` of the previous page)."
     )
+    actor: Annotated[str | None, STRIPPED] = Field(
+        None, max_length=200, description="Only by this user or token."
+    )
+    tool: Annotated[str | None, STRIPPED] = Field(
+        None, max_length=200, description="Only calls of this tool."
+    )
+    batch_id: Annotated[str | None, STRIPPED] = Field(
+        None, max_length=200, description="Only this batch's."
+    )
+    decision: ChoiceParam[AuditDecision] | None = Field(
+        None,
+        description="Only this decision (allow, deny, submit) or outcome (expired, cancelled).",
+    )
+
+    def where(self) -> AuditFilter:
+        return AuditFilter(
+            actor=self.actor,
+            tool=self.tool,
+            batch_id=self.batch_id,
+            decision=self.decision.value if self.decision else None,
+        )
+
+    def filters(self) -> dict[str, str]:
+        """The filters that are set, as query parameters (for the pager's links)."""
+        found = {"actor": self.actor, "tool": self.tool, "batch_id": self.batch_id}
+        if self.decision:
+            found["decision"] = self.decision.value
+        return {name: value for name, value in found.items() if value}
 
 
 class AuditQuery(AuditPageQuery):

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from flask import Flask, Response, request
+from flask.sessions import SecureCookieSessionInterface, SessionMixin
 
 from shared.settings import Settings
 
@@ -45,5 +46,21 @@ def _add_headers(response: Response) -> Response:
     return response
 
 
+class NavigationSessions(SecureCookieSessionInterface):
+    """Only a page a person navigates to re-sends an unchanged session cookie.
+
+    The session cookie carries flashed messages; a background request (a live list's refresh,
+    the nav badge's count) that started before a form was posted would otherwise answer with
+    the older cookie after the form's answer, and the message would be lost.
+    """
+
+    def should_set_cookie(self, app: Flask, session: SessionMixin) -> bool:
+        background = request.headers.get("Sec-Fetch-Mode", "navigate") != "navigate"
+        if background and not session.modified:
+            return False
+        return super().should_set_cookie(app, session)
+
+
 def init_app(app: Flask) -> None:
+    app.session_interface = NavigationSessions()
     app.after_request(_add_headers)

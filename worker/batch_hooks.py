@@ -8,6 +8,7 @@ changes nothing, and it dispatches queued items as running ones leave.
 from __future__ import annotations
 
 from shared.models.events import TurnStatus
+from shared.models.steps import StepStatus, StepType
 from shared.store.batches import BatchState, BatchStore
 from worker.flush import Flush
 from worker.leg import Leg
@@ -33,5 +34,18 @@ def on_batch_flush(store: BatchStore, leg: Leg, flush: Flush) -> None:
     elif status in _STATES:
         state = _STATES[status]
         store.transition(
-            batch_id, leg.cid, state, leg.checkpoint.usage if state.is_terminal else None
+            batch_id,
+            leg.cid,
+            state,
+            leg.checkpoint.usage if state.is_terminal else None,
+            denied=_denied(flush),
         )
+
+
+def _denied(flush: Flush) -> bool:
+    """Whether the turn that ends here had a tool call denied (its result says cancelled)."""
+    response = flush.end.response if flush.end is not None else None
+    return response is not None and any(
+        step.type is StepType.TOOL_RESULT and step.status is StepStatus.CANCELED
+        for step in response.steps
+    )

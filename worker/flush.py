@@ -83,6 +83,8 @@ class Flush(BaseModel):
         if self.end is not None:
             fields |= {"active_turn": "", "cancel_turn": "", "parked_on": ""}
             fields["updated_at"] = repr(self.end.finished_at)
+            if self.turn_status is not None:
+                fields["last_turn_status"] = self.turn_status.value
         return fields
 
     def tool_result_fields(self) -> dict[str, str]:

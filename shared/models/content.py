@@ -56,6 +56,9 @@ class SlashCommand(BaseModel):
 ContentPart = Annotated[TextPart | Media | SlashCommand, Field(discriminator="kind")]
 
 
+HEADLINE_CHARS = 120
+
+
 class Content(BaseModel):
     """A prompt: one or more parts."""
 
@@ -75,6 +78,14 @@ class Content(BaseModel):
     def text(self) -> str:
         """The text parts joined by newlines."""
         return "\n".join(part.text for part in self.parts if isinstance(part, TextPart))
+
+    @property
+    def headline(self) -> str:
+        """The first non-blank line, cut to 120 characters: how lists name a conversation."""
+        if (command := self.slash_command) is not None:
+            return f"/{command.name} {command.args}".strip()
+        line = next((row.strip() for row in self.text.splitlines() if row.strip()), "")
+        return line if len(line) <= HEADLINE_CHARS else line[: HEADLINE_CHARS - 1] + "…"
 
     @property
     def media(self) -> list[Media]:

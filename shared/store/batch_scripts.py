@@ -23,7 +23,8 @@ return 1
 )
 
 # KEYS: meta, states, queue, releasing
-# ARGV: conversation id, new state, then five usage counts or none
+# ARGV: conversation id, new state, then five usage counts or none, then '1' when a terminal
+# item had a tool call denied (counted once, with the move that ends the item)
 # Dispatches queued items while fewer than the cap run: each is marked running and put in
 # `releasing` until its conversation's hold is released (outside this script: another slot).
 # Returns every conversation id still to release: those dispatched now, and any that an
@@ -42,6 +43,7 @@ if old and old ~= new and not terminal[old] then
     local fields = {'prompt_token_count', 'candidates_token_count', 'total_token_count',
                     'cached_content_token_count', 'thoughts_token_count'}
     for i, f in ipairs(fields) do redis.call('HINCRBY', meta, 'usage:' .. f, ARGV[2 + i]) end
+    if ARGV[8] == '1' then redis.call('HINCRBY', meta, 'denied', 1) end
   end
   if old == 'queued' then redis.call('LREM', queue, 1, cid) end
   if old == 'running' then redis.call('SREM', releasing, cid) end

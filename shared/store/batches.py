@@ -126,6 +126,7 @@ class BatchInfo:
     usage: UsageMetadata
     config: BatchConfig
     created_at: float
+    denied: int = 0  # ended items with a tool call an operator denied
 
     @property
     def finished(self) -> int:
@@ -411,10 +412,17 @@ class BatchStore(AdvancingStore):
     # State changes
 
     def transition(
-        self, bid: str, cid: str, state: BatchState, usage: UsageMetadata | None = None
+        self,
+        bid: str,
+        cid: str,
+        state: BatchState,
+        usage: UsageMetadata | None = None,
+        *,
+        denied: bool = False,
     ) -> list[str]:
         """Moves one item (idempotently), dispatches what the cap now allows, and releases it.
 
+        `denied` says an ending item had a tool call denied: the batch counts such items.
         Returns the conversations released (and sent `advance`, given a task sender).
         """
         keys = [
@@ -424,8 +432,9 @@ class BatchStore(AdvancingStore):
             self.keys.batch_releasing(bid),
         ]
         args: list[Any] = [cid, state.value]
-        if usage is not None:
-            args += [getattr(usage, name) for name in USAGE_FIELDS]
+        if usage is not None or denied:
+            args += [getattr(usage or UsageMetadata(), name) for name in USAGE_FIELDS]
+            args.append("1" if denied else "")
         with storage_errors(f"updating batch {bid}"):
             dispatched = [str(s) for s in TRANSITION(self.client, keys, args)]
         self._release(bid, dispatched)
@@ -499,6 +508,7 @@ class BatchStore(AdvancingStore):
                 usage=UsageMetadata(**{n: int(raw.get(f"usage:{n}", 0)) for n in USAGE_FIELDS}),
                 config=BatchConfig.model_validate_json(raw.get("config", "")),
                 created_at=float(raw.get("created_at", 0)),
+                denied=int(raw.get("denied", 0)),
             )
         except ValueError as exc:  # pydantic's ValidationError is one too
             raise CorruptRecord(

@@ -80,6 +80,7 @@ end
 redis.call('HSET', KEYS[3], 'conversation_id', ARGV[1], 'turn_id', ARGV[2], 'prompt', ARGV[3],
   'status', 'queued', 'created_at', ARGV[5])
 if ARGV[11] ~= '' then redis.call('HSET', KEYS[3], 'options', ARGV[11]) end
+if ARGV[12] ~= '' then redis.call('HSETNX', KEYS[1], 'title', ARGV[12]) end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 redis.call('HSET', KEYS[1], 'updated_at', ARGV[5])
 local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
@@ -161,6 +162,17 @@ class ConversationRecord:
     updated_at: float
     queued: int
     owner: str = ""  # who created it: a user or token name, "batch:<id>", or "" (a direct client)
+    title: str = ""  # the first line of its first prompt
+    last_turn_status: TurnStatus | None = None  # how its last ended turn ended
+
+    @property
+    def failed(self) -> bool:
+        """Its last turn failed and nothing runs since: what lists show as `failed`."""
+        return (
+            self.last_turn_status is TurnStatus.FAILED
+            and self.status is ConversationStatus.IDLE
+            and not self.active_turn
+        )
 
 
 @dataclass(frozen=True)
@@ -248,6 +260,10 @@ class ConversationStore:
                 updated_at=float(raw.get("updated_at", 0)),
                 queued=int(queued),
                 owner=raw.get("owner", ""),
+                title=raw.get("title", ""),
+                last_turn_status=TurnStatus(raw["last_turn_status"])
+                if raw.get("last_turn_status")
+                else None,
             )
         except ValueError as exc:
             raise CorruptRecord(f"{self.keys.conversation(cid)} does not parse: {exc}") from exc
@@ -308,6 +324,7 @@ class ConversationStore:
             *self._emit_args(cid),
             owner,
             "" if options is None or options.is_empty() else options.model_dump_json(),
+            prompt.headline,  # the conversation's title, from its first prompt
         ]
         if index:
             pipe.zadd(self.keys.active(), {cid: time.time()})

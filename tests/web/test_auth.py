@@ -72,7 +72,7 @@ def test_sign_in_rejects_wrong_password_and_foreign_next(http: FlaskClient, svc:
             "csrf_token": form_csrf(page.text),
         },
     )
-    assert response.headers["Location"] == "/conversations"
+    assert response.headers["Location"] == "/"
 
 
 def test_session_cookie_flags(make_app: AppFactory) -> None:

@@ -130,7 +130,7 @@ def test_batch_page_pages_its_results(
     second = signed_in.get(f"/batches/{bid}?offset=50").text
     assert re.findall(r"<code>(n\d\d)</code>", second) == [f"n{i:02d}" for i in range(50, 55)]
     listing = signed_in.get("/batches").text
-    assert f"/batches/{bid}" in listing and 'class="batch-progress" value="0" max="55"' in listing
+    assert f'href="/batches/{bid}"' in listing and 'aria-label="0 of 55 finished: ' in listing
 
 
 # With a worker: batches that run.
@@ -200,8 +200,8 @@ def test_batch_page_shows_approvals_and_cancels(
     page = http.get(f"/batches/{bid}").text
     assert 'class="batch-progress" value="0" max="3"' in page
     assert '<td data-state="waiting">3</td>' in page
-    assert f'href="/approvals?batch={bid}"' in page and page.count("Allow calculator?") == 3
-    assert f'data-batch-url="/api/v1/batches/{bid}"' in page and 'id="cancel-form"' in page
+    assert f'href="/approvals?batch_id={bid}"' in page and page.count("Allow calculator?") == 3
+    assert 'data-batch-status="running"' in page and 'id="cancel-form"' in page
     inbox = http.get(f"/approvals?batch={bid}").text
     assert 'id="pending-count">3<' in inbox
     cancel = f"/batches/{bid}/cancel"

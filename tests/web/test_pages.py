@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from flask.testing import FlaskClient
 
 from shared.models.steps import Step, StepSource, StepTarget, StepType, ToolCall, UsageMetadata
+from shared.store.batches import BatchConfig, BatchStatus
 from shared.store.history import HistoryStore
 from tests.web.conftest import page_csrf
 from webui.services import Services
@@ -145,3 +146,15 @@ def test_page_forms_refuse_a_submitter_on_someone_elses_conversation(
         assert response.status_code == 403, (action, response.status_code, response.text[:300])
     record = svc.store.get(cid)
     assert not record.closed and record.queued == 0
+
+
+def test_the_batch_page_refuses_a_submitter_cancelling_someone_elses_batch(
+    http: FlaskClient, svc: Services, submitter: dict[str, str], operator: dict[str, str]
+) -> None:
+    bid = svc.batches.create(BatchConfig(), created_by="someone-else")
+    refused = http.post(f"/batches/{bid}/cancel", headers=submitter)
+    assert refused.status_code == 403
+    assert svc.batches.info(bid).status is not BatchStatus.CANCELLED
+    allowed = http.post(f"/batches/{bid}/cancel", headers=operator)
+    assert allowed.status_code == 302
+    assert svc.batches.info(bid).status is BatchStatus.CANCELLED

@@ -23,7 +23,7 @@ from webui.pages.session import safe_next
 from webui.services import Services
 
 COOKIE = "signoff_session"
-DEFAULT = "/conversations"
+DEFAULT = "/"
 
 # Each of these, as a `next`, would send the browser to another host or break the answer.
 FOREIGN = [
@@ -75,7 +75,7 @@ def test_sign_in_never_redirects_off_site(http: FlaskClient, svc: Services, raw:
     assert response.headers["Location"] == DEFAULT
     form = http.get(f"/sign-in?next={raw}")
     assert form.status_code == 200
-    assert 'name="next" value="/conversations"' in form.text
+    assert f'name="next" value="{DEFAULT}"' in form.text
 
 
 def _signed_in(app: Flask) -> FlaskClient:
@@ -216,3 +216,14 @@ def _expire(svc: Services, token_id: str) -> None:
     record = json.loads(svc.redis.hget(key, digest))
     record["expires_at"] = time.time() - 1
     svc.redis.hset(key, digest, json.dumps(record))
+
+
+def test_only_a_navigation_resends_an_unchanged_session_cookie(app: Flask, svc: Services) -> None:
+    """A background request answering late with an older cookie would drop a flashed message."""
+    svc.users.add(*OPERATOR)
+    http = _signed_in(app)
+    http.get("/usage")  # the CSRF token is made: the session no longer changes on reads
+    background = http.get("/api/v1/notifications", headers={"Sec-Fetch-Mode": "cors"})
+    assert background.status_code == 200 and "Set-Cookie" not in background.headers
+    navigation = http.get("/usage", headers={"Sec-Fetch-Mode": "navigate"})
+    assert navigation.status_code == 200 and "Set-Cookie" in navigation.headers

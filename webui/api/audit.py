@@ -25,7 +25,11 @@ __all__ = ["blueprint"]
 )
 def audit() -> Response:
     query = AuditQuery.read()
-    return reply(read_audit(services().notifications, before=query.before, limit=query.limit))
+    return reply(
+        read_audit(
+            services().notifications, before=query.before, limit=query.limit, where=query.where()
+        )
+    )
 
 
 def blueprint() -> Blueprint:

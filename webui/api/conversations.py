@@ -78,7 +78,7 @@ def create() -> Response:
 def list_() -> Response:
     query = ConversationsQuery.read()
     page = list_conversations(
-        services().store, offset=query.offset, limit=query.limit, status=query.status
+        services().store, offset=query.offset, limit=query.limit, where=query.where()
     )
     return reply(
         ConversationList(

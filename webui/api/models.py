@@ -116,6 +116,10 @@ class ConversationSummary(BaseModel):
     created_at: float
     updated_at: float
     metadata: dict[str, str]
+    title: str = Field("", description="The first line of its first prompt.")
+    last_turn_status: TurnStatus | None = Field(
+        None, description="How its last ended turn ended; null before any ended."
+    )
 
     @classmethod
     def of(cls, record: ConversationRecord) -> ConversationSummary:
@@ -145,6 +149,8 @@ def _summary_fields(record: ConversationRecord) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "metadata": record.config.metadata,
+        "title": record.title,
+        "last_turn_status": record.last_turn_status,
     }
 
 
@@ -260,6 +266,7 @@ class BatchSummary(BaseModel):
     total: int
     finished: int = Field(description="Items done, failed, cancelled or invalid.")
     counts: dict[BatchState, int]
+    denied: int = Field(0, description="Ended items with a tool call an operator denied.")
     usage: UsageMetadata
     max_concurrency: int
     provider: str
@@ -287,6 +294,7 @@ def _batch_fields(info: BatchInfo, pending_approvals: int) -> dict[str, Any]:
         "total": info.total,
         "finished": info.finished,
         "counts": info.counts,
+        "denied": info.denied,
         "usage": info.usage,
         "max_concurrency": info.config.max_concurrency,
         "provider": info.config.conversation.provider,
@@ -394,6 +402,7 @@ class AuditEntry(BaseModel):
     id: str
     notification_id: str
     conversation_id: str
+    batch_id: str | None = Field(None, description="The batch of the request, if any.")
     status: NotificationStatus
     actor: str
     at: float

@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint
 
 from shared.errors import StorageError
+from webui.batch_bar import bar_segments
 from webui.pages import (
     agents,
     approvals,
@@ -15,6 +16,7 @@ from webui.pages import (
     batches,
     bulk,
     conversations,
+    home,
     policy,
     session,
     usage,
@@ -45,8 +47,9 @@ def _globals() -> dict[str, Any]:
 def blueprint() -> Blueprint:
     pages = Blueprint("pages", __name__)
     pages.app_context_processor(_globals)
-    sections = (session, conversations, bulk, approvals, batches, policy, audit, usage, agents)
-    for section in (*sections, webhooks):
+    sections = (session, home, conversations, bulk, approvals, batches, policy, audit, usage)
+    for section in (*sections, agents, webhooks):
         pages.register_blueprint(section.blueprint())
     pages.add_app_template_filter(pretty_json, "pretty_json")
+    pages.add_app_template_global(bar_segments, "bar_segments")  # macros see globals only
     return pages

@@ -1,4 +1,8 @@
-"""The approvals inbox: pending notifications, one in detail, and resolving it."""
+"""The approvals inbox: pending notifications to triage, one in detail, and resolving them.
+
+The inbox's filters travel with every action (hidden fields), so resolving one, a selection
+or "resolve and next" lands back on the same filtered view.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +10,34 @@ from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
+from werkzeug.datastructures import MultiDict
 
-from shared.errors import InvalidInput, NotFound, SignoffError
+from shared.errors import Conflict, InvalidInput, NotFound, SignoffError
 from shared.models.notifications import Notification, ResolutionKind
 from shared.store.users import Role
 from webui.auth import current_principal, requires
-from webui.inbox import AGE_CHOICES
+from webui.inbox import AGE_CHOICES, InboxFilter
+from webui.inbox_rows import inbox_rows
 from webui.queries import InboxPageQuery
 from webui.schema_form import form_fields, read_fields, read_json_field
 from webui.services import services
 
 __all__ = ["blueprint"]
 
-PAGE_SIZE = 25
+PAGE_SIZE = 50
 CONTEXT_STEPS = 12
+MAX_SELECTED = 200
+STICKY_SCOPES = ("conversation", "batch")
 
 
 @requires(Role.VIEWER)
 def inbox() -> ResponseReturnValue:
-    store, query = services().notifications, InboxPageQuery.read()
+    svc, query = services(), InboxPageQuery.read()
+    notes = query.page(svc.notifications, offset=query.offset, limit=PAGE_SIZE)
     return render_template(
         "approvals.html",
-        notes=query.page(store, offset=query.offset, limit=PAGE_SIZE),
-        count=query.count(store),
+        rows=inbox_rows(svc.store, notes),
+        count=query.count(svc.notifications),
         filters=query,
         ages=AGE_CHOICES,
         can_resolve=current_principal().role.allows(Role.OPERATOR),
@@ -48,10 +57,20 @@ def detail(nid: str) -> ResponseReturnValue:
     return render_template(
         "approval.html",
         note=note,
+        row=inbox_rows(svc.store, [note])[0],
         context=context,
         fields=form_fields(note.submit_schema),
         kinds=ResolutionKind,
+        filters=InboxFilter.of(request.args),
+        can_resolve=current_principal().role.allows(Role.OPERATOR),
     )
+
+
+def _sticky(form: Any) -> str | None:
+    scope = form.get("sticky", "")
+    if scope and scope not in STICKY_SCOPES:
+        raise InvalidInput(f"sticky must be one of {', '.join(STICKY_SCOPES)}, not {scope[:20]!r}")
+    return scope or None
 
 
 def _resolution(note: Notification, form: Any) -> dict[str, Any]:
@@ -68,7 +87,7 @@ def _resolution(note: Notification, form: Any) -> dict[str, Any]:
         )
         return {"kind": "submit", "content": content}
     if decision == ResolutionKind.ALLOW.value:
-        allow: dict[str, Any] = {"kind": "allow"}
+        allow: dict[str, Any] = {"kind": "allow", "sticky": _sticky(form)}
         if form.get("arguments", "").strip():
             arguments = read_json_field(form, "arguments", "the edited arguments")
             if note.tool_call is None or arguments != note.tool_call.args:
@@ -77,22 +96,88 @@ def _resolution(note: Notification, form: Any) -> dict[str, Any]:
     raise InvalidInput(f"unknown decision {decision[:20]!r}")
 
 
+def _filters(form: MultiDict[str, str]) -> InboxFilter:
+    """The inbox filters an action carried; bad ones are dropped rather than fail the action."""
+    try:
+        return InboxFilter.of(form, where="form field")
+    except SignoffError:
+        return InboxFilter()
+
+
+def _filtered(endpoint: str, filters: InboxFilter, **values: str) -> str:
+    """The URL of an inbox view that keeps `filters`."""
+    params: dict[str, Any] = {**filters.query(), **values}
+    return url_for(endpoint, **params)
+
+
+def _after(note: Notification, filters: InboxFilter, then: str) -> ResponseReturnValue:
+    """Back to the filtered inbox, to the conversation, or ("next") to the oldest other
+    request the filtered inbox still shows."""
+    if then == "conversation":
+        return redirect(url_for("pages.conversations.view", cid=note.conversation_id))
+    resolved = note.id
+    if then == "next":
+        store = services().notifications
+        following = [n for n in filters.page(store, offset=0, limit=2) if n.id != resolved]
+        if following:
+            return redirect(_filtered(".detail", filters, nid=following[0].id))
+    return redirect(_filtered(".inbox", filters))
+
+
 @requires(Role.OPERATOR)
 def resolve(nid: str) -> ResponseReturnValue:
-    store = services().notifications
+    store, form = services().notifications, request.form
     note = store.get(nid)
+    filters = _filters(form)
     try:
-        store.resolve(nid, _resolution(note, request.form), actor=current_principal().name)
+        store.resolve(nid, _resolution(note, form), actor=current_principal().name)
     except SignoffError as exc:  # a conflict or an invalid answer: shown, nothing changes
         flash(exc.message, "error")
-        return redirect(url_for(".detail", nid=nid))
+        if form.get("then") in ("inbox", "conversation"):
+            return _after(note, filters, form.get("then", ""))
+        return redirect(_filtered(".detail", filters, nid=nid))
     flash(f"Resolved: {note.title}", "info")
-    return redirect(url_for(".inbox"))
+    return _after(note, filters, form.get("then", ""))
+
+
+@requires(Role.OPERATOR)
+def resolve_selected() -> ResponseReturnValue:
+    """Allows or denies the checked rows one by one; one already resolved is counted, not fatal."""
+    store, form = services().notifications, request.form
+    filters = _filters(form)
+    nids = list(dict.fromkeys(form.getlist("nid")))
+    if not nids:
+        flash("Select at least one request first.", "error")
+        return redirect(_filtered(".inbox", filters))
+    if len(nids) > MAX_SELECTED:
+        raise InvalidInput(f"at most {MAX_SELECTED} requests at once, not {len(nids)}")
+    decision = form.get("decision", "")
+    if decision not in (ResolutionKind.ALLOW.value, ResolutionKind.DENY.value):
+        raise InvalidInput(f"decision must be allow or deny, not {decision[:20]!r}")
+    if decision == ResolutionKind.DENY.value and not form.get("reason", "").strip():
+        flash("A denial needs a reason: the model is told it.", "error")
+        return redirect(_filtered(".inbox", filters))
+    resolution: dict[str, Any] = (
+        {"kind": "allow", "sticky": _sticky(form)}
+        if decision == ResolutionKind.ALLOW.value
+        else {"kind": "deny", "reason": form.get("reason", "")}
+    )
+    done, gone = 0, 0
+    for nid in nids:
+        try:
+            store.resolve(nid, resolution, actor=current_principal().name)
+            done += 1
+        except (Conflict, NotFound):
+            gone += 1
+    verb = "Allowed" if decision == ResolutionKind.ALLOW.value else "Denied"
+    flash(f"{verb} {done}" + (f"; {gone} already resolved" if gone else "") + ".", "info")
+    return redirect(_filtered(".inbox", filters))
 
 
 def blueprint() -> Blueprint:
     bp = Blueprint("approvals", __name__)
     bp.add_url_rule("/approvals", view_func=inbox)
+    bp.add_url_rule("/approvals/selected", view_func=resolve_selected, methods=["POST"])
     bp.add_url_rule("/approvals/<nid:nid>", view_func=detail)
     bp.add_url_rule("/approvals/<nid:nid>/resolve", view_func=resolve, methods=["POST"])
     return bp

@@ -6,7 +6,7 @@ from flask import Blueprint, render_template
 from flask.typing import ResponseReturnValue
 
 from shared.store.users import Role
-from webui.audit import read_audit
+from webui.audit import AuditDecision, arguments_diff, read_audit
 from webui.auth import requires
 from webui.queries import AuditPageQuery
 from webui.services import services
@@ -18,9 +18,18 @@ PAGE_SIZE = 50
 
 @requires(Role.VIEWER)
 def index() -> ResponseReturnValue:
-    before = AuditPageQuery.read().before
-    page = read_audit(services().notifications, before=before, limit=PAGE_SIZE)
-    return render_template("audit.html", page=page, before=before)
+    query = AuditPageQuery.read()
+    page = read_audit(
+        services().notifications, before=query.before, limit=PAGE_SIZE, where=query.where()
+    )
+    return render_template(
+        "audit.html",
+        page=page,
+        before=query.before,
+        query=query,
+        decisions=list(AuditDecision),
+        diff=arguments_diff,
+    )
 
 
 def blueprint() -> Blueprint:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from itertools import islice
-from typing import Any
-
 from flask import Blueprint, flash, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 
 from shared.errors import SignoffError
 from shared.store.users import Role
-from webui.auth import requires
+from webui.auth import current_principal, requires
 from webui.batch_overview import batch_detail, batch_page
-from webui.queries import OffsetQuery
+from webui.batch_results import ResultStatus, results_page
+from webui.gate import check_batch_owner
+from webui.queries import BatchPageQuery, OffsetQuery
 from webui.services import services
 from webui.unreadable import skip_unreadable
 
@@ -29,21 +28,12 @@ def index() -> ResponseReturnValue:
     return render_template("batches.html", page=page)
 
 
-def _results(bid: str, offset: int) -> tuple[list[dict[str, Any]], bool]:
-    """One page of results (read from the start: the store reads in input order only)."""
-    store = services().batches
-    rows = list(islice(store.results(bid, offset=offset), RESULTS_PAGE + 1))
-    for row in rows:
-        row["conversation_id"] = store.conversation_id(bid, row["id"])
-    return rows[:RESULTS_PAGE], len(rows) > RESULTS_PAGE
-
-
 @requires(Role.VIEWER)
 def view(bid: str) -> ResponseReturnValue:
     svc = services()
     batch = batch_detail(svc, bid)
-    offset = OffsetQuery.read().offset
-    results, more = _results(bid, offset)
+    query = BatchPageQuery.read()
+    results = results_page(svc, bid, offset=query.offset, limit=RESULTS_PAGE, status=query.status)
     return render_template(
         "batch.html",
         batch=batch,
@@ -52,14 +42,17 @@ def view(bid: str) -> ResponseReturnValue:
             on_corrupt=skip_unreadable,
         ),
         results=results,
-        offset=offset,
-        more=more,
+        offset=query.offset,
+        status=query.status,
+        statuses=list(ResultStatus),
         page_size=RESULTS_PAGE,
     )
 
 
 @requires(Role.SUBMITTER)
 def cancel(bid: str) -> ResponseReturnValue:
+    """Only the batch's creator or an operator may cancel it (403 otherwise), as in the API."""
+    check_batch_owner(current_principal(), services().batches, bid)
     try:
         stopped = services().batches.cancel(bid)
     except SignoffError as exc:

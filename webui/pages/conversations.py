@@ -9,34 +9,36 @@ from flask.typing import ResponseReturnValue
 
 from shared.client import Conversation
 from shared.errors import SignoffError
-from shared.models.events import ConversationStatus
+from shared.store.batches import batch_owner
 from shared.store.policy import policy_table
 from shared.store.users import Role
 from webui.auth import current_principal, requires
 from webui.gate import check_conversation_owner
-from webui.listing import list_conversations
+from webui.listing import ListedStatus, list_conversations
 from webui.queries import ConversationsPageQuery, HistoryPageQuery
 from webui.services import services
+from webui.unreadable import skip_unreadable
 
 __all__ = ["blueprint"]
 
 PAGE_SIZE = 25
 HISTORY_PAGE = 200
-
-
-@requires(Role.VIEWER)
-def home() -> ResponseReturnValue:
-    return redirect(url_for(".index"))
+PENDING_SHOWN = 5
+BATCH_OWNER = batch_owner("")
 
 
 @requires(Role.VIEWER)
 def index() -> ResponseReturnValue:
     query = ConversationsPageQuery.read()
     page = list_conversations(
-        services().store, offset=query.offset, limit=PAGE_SIZE, status=query.status
+        services().store, offset=query.offset, limit=PAGE_SIZE, where=query.where()
     )
     return render_template(
-        "conversations.html", page=page, status=query.status, statuses=list(ConversationStatus)
+        "conversations.html",
+        page=page,
+        status=query.status,
+        q=query.q,
+        statuses=list(ListedStatus),
     )
 
 
@@ -57,6 +59,14 @@ def view(cid: str) -> ResponseReturnValue:
         usage=svc.history(cid).usage_summary(),
         last_event_id=last_event_id,
         history_page_size=HISTORY_PAGE,
+        pending=svc.notifications.load(
+            svc.notifications.pending_ids(conversation_id=cid, limit=PENDING_SHOWN),
+            on_corrupt=skip_unreadable,
+        ),
+        batch_id=record.owner.removeprefix(BATCH_OWNER)
+        if record.owner.startswith(BATCH_OWNER)
+        else None,
+        can_resolve=current_principal().role.allows(Role.OPERATOR),
     )
 
 
@@ -98,7 +108,6 @@ def prompt(cid: str) -> ResponseReturnValue:
 
 def blueprint() -> Blueprint:
     bp = Blueprint("conversations", __name__)
-    bp.add_url_rule("/", view_func=home)
     bp.add_url_rule("/conversations", view_func=index)
     bp.add_url_rule("/conversations/<id:cid>", view_func=view)
     for name, func in (("abort", abort), ("close", close), ("prompts", prompt)):

@@ -36,7 +36,7 @@ def safe_next(target: str | None) -> str:
         parts = urlsplit(target)
         if not parts.scheme and not parts.netloc:
             return target
-    return url_for("pages.conversations.index")
+    return url_for("pages.home.index")
 
 
 def _form(error: str | None, status: int, next_url: str) -> ResponseReturnValue:

@@ -1,60 +1,33 @@
-// One batch: refreshes the progress, counts and approvals from the API until the batch ends.
+// One batch: refreshes its live part (bar, counts, approvals, results) until the batch ends.
 (function () {
   "use strict";
 
   const root = document.getElementById("batch");
-  if (!root) {
+  if (!root || !window.signoffRefreshLists) {
     return;
   }
-  const INTERVAL_MS = 1000;
+  const INTERVAL_MS = 1500;
   const ended = new Set(["done", "cancelled"]);
-  const bar = root.querySelector("progress.batch-progress");
-  const status = document.getElementById("batch-status");
 
-  function setText(id, value) {
-    const node = document.getElementById(id);
-    if (node) {
-      node.textContent = String(value);
-    }
+  function status() {
+    const node = root.querySelector("[data-batch-status]");
+    return node ? node.dataset.batchStatus : "";
   }
+  let announced = status();
 
-  function render(batch) {
-    bar.max = Math.max(batch.total, 1);
-    bar.value = batch.finished;
-    bar.textContent = batch.finished + " of " + batch.total;
-    root.querySelector(".progress-text .finished").textContent = String(batch.finished);
-    root.querySelector(".progress-text .total").textContent = String(batch.total);
-    for (const cell of root.querySelectorAll("#batch-counts td[data-state]")) {
-      cell.textContent = String(batch.counts[cell.dataset.state] || 0);
+  document.addEventListener("signoff:swapped", () => {
+    const now = status();
+    if (now !== announced) {
+      announced = now;
+      window.signoffAnnounce("Batch " + now);
     }
-    status.textContent = batch.status;
-    status.className = "badge status-" + batch.status;
-    root.dataset.status = batch.status;
-    setText("batch-approvals", batch.pending_approvals);
-    setText("batch-tokens", batch.usage.total_token_count);
-  }
+  });
 
-  async function poll() {
-    try {
-      const response = await fetch(root.dataset.batchUrl, { credentials: "same-origin" });
-      if (response.ok) {
-        render(await response.json());
-      }
-    } catch (error) {
-      // the next poll tries again
-    }
-    if (ended.has(root.dataset.status)) {
-      document.getElementById("batch-notice").hidden = false;
-      const cancel = document.getElementById("cancel-form");
-      if (cancel) {
-        cancel.hidden = true; // nothing left to cancel
-      }
+  const timer = setInterval(() => {
+    if (ended.has(status())) {
+      clearInterval(timer);
       return;
     }
-    setTimeout(poll, INTERVAL_MS);
-  }
-
-  if (!ended.has(root.dataset.status)) {
-    setTimeout(poll, INTERVAL_MS);
-  }
+    window.signoffRefreshLists();
+  }, INTERVAL_MS);
 })();

@@ -133,17 +133,34 @@
     }
     partials.clear();
     live.appendChild(el("p", "turn-end " + kind, text));
+    announce(text);
+  }
+
+  // Screen readers hear statuses and turn ends, never the streamed tokens.
+  function announce(text) {
+    if (window.signoffAnnounce) {
+      window.signoffAnnounce(text);
+    }
   }
 
   const handlers = {
     turn_started: () => live.appendChild(el("hr", "turn-start")),
     step: onStep,
-    status: (event) => setStatus(event.status),
+    status: (event) => {
+      setStatus(event.status);
+      announce("Conversation " + event.status.replace(/_/g, " "));
+    },
     completed: () => turnEnded("completed", "Turn completed."),
     failed: (event) => turnEnded("failed", "Turn failed: " + event.error),
     cancelled: (event) => turnEnded("cancelled", "Turn cancelled: " + event.reason),
-    notification: (event) =>
-      live.appendChild(el("p", "turn-end waiting", "Waiting for an operator: " + (event.title || event.notification_kind))),
+    notification: (event) => {
+      if (event.status && event.status !== "pending") {
+        return; // a resolution: the status event that follows says what happens next
+      }
+      const text = "Waiting for an operator: " + (event.title || event.notification_kind);
+      live.appendChild(el("p", "turn-end waiting", text));
+      announce(text);
+    },
   };
 
   function connect() {

@@ -2,135 +2,23 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
-from werkzeug.serving import make_server
+from playwright.sync_api import Page, expect
 
-from shared.local.embedded_redis import free_port
-from shared.settings import Settings
-from shared.store.users import Role
-from tests.stack import ROOT, WorkerProcess
-from tests.web.conftest import OPERATOR, SECRET
-from webui import create_app
-from webui.services import Services
+from tests.web.browser.kit import LiveServer, new_conversation, shot
+from tests.web.conftest import OPERATOR
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = ROOT / "test-artifacts"
-
-
-class LiveServer:
-    """The app on a real threaded WSGI server, in a background thread."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.app = create_app(settings)
-        self.services: Services = self.app.extensions["signoff"]
-        self.port = free_port()
-        self.server = make_server("127.0.0.1", self.port, self.app, threaded=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.services.broadcaster.close()  # ends open event streams
-        self.server.shutdown()
-        self.server.server_close()
-        self.services.close()
-
-
-@pytest.fixture(scope="module")
-def server(stack_env: dict[str, str], worker: WorkerProcess) -> Iterator[LiveServer]:
-    settings = Settings(
-        redis_url=stack_env["SIGNOFF_REDIS_URL"],
-        key_prefix=stack_env["SIGNOFF_KEY_PREFIX"],
-        secret_key=SECRET,
-        sse_heartbeat_s=1.0,
-    )
-    with LiveServer(settings) as live:
-        live.services.users.add(*OPERATOR)
-        yield live
-
-
-@pytest.fixture(scope="module")
-def api(server: LiveServer) -> Iterator[httpx.Client]:
-    token = server.services.tokens.create("browser tests", Role.SUBMITTER)
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser: Browser, server: LiveServer) -> Iterator[Page]:
-    """A signed-in page; fails the test on any console error (a CSP violation, a JS error)."""
-    context = browser.new_context(viewport={"width": 1100, "height": 900})
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("console", lambda m: _keep_errors(m, errors))
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    tab.goto(f"{server.url}/conversations")
-    expect(tab).to_have_url(f"{server.url}/sign-in?next=/conversations")
-    tab.fill("input[name=username]", OPERATOR[0])
-    tab.fill("input[name=password]", OPERATOR[1])
-    tab.click("button[type=submit]")
-    expect(tab).to_have_url(f"{server.url}/conversations")
-    yield tab
-    context.close()
-    assert errors == []
-
-
-def _keep_errors(message: ConsoleMessage, errors: list[str]) -> None:
-    if message.type == "error":
-        errors.append(message.text)
-
-
-def _shot(page: Page, name: str) -> None:
-    path: Path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    assert path.stat().st_size > 0
-
-
-def _new_conversation(api: httpx.Client, **options: Any) -> str:
-    response = api.post("/api/v1/conversations", json=options)
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
 
 
 def test_a_turn_streams_live_and_abort_stops_it(
     page: Page, api: httpx.Client, server: LiveServer
 ) -> None:
-    cid = _new_conversation(api)
+    cid = new_conversation(api)
     page.goto(f"{server.url}/conversations/{cid}")
     expect(page.locator("#stream-state")).to_have_attribute("data-state", "open")
     sent = api.post(
@@ -143,11 +31,12 @@ def test_a_turn_streams_live_and_abort_stops_it(
     expect(page.locator("#live details.thinking")).to_contain_text("The user asks")
     expect(page.locator("#status .badge")).to_have_text("running")
     expect(page.locator("#empty-history")).to_have_count(0)
-    _shot(page, "conversation-streaming")
+    shot(page, "conversation-streaming")
+    page.once("dialog", lambda dialog: dialog.accept())  # "Abort the running turn...?"
     page.click("#abort-form button")
     expect(page.locator("#live .turn-end.cancelled")).to_contain_text("aborted", timeout=15_000)
     expect(page.locator("#status .badge")).to_have_text("idle")
-    _shot(page, "conversation-aborted")
+    shot(page, "conversation-aborted")
     turn = api.get(f"/api/v1/conversations/{cid}/turns/{turn_id}").json()
     assert turn["status"] == "cancelled"
     shown = page.locator("#live .step-text_response > .text").last.inner_text()
@@ -159,7 +48,7 @@ def test_a_turn_streams_live_and_abort_stops_it(
 def test_prompt_from_the_page_completes_and_survives_a_reload(
     page: Page, api: httpx.Client, server: LiveServer
 ) -> None:
-    cid = _new_conversation(api, system_prompt="<b>not bold</b>")
+    cid = new_conversation(api, system_prompt="<b>not bold</b>")
     page.goto(f"{server.url}/conversations/{cid}")
     expect(page.locator("#stream-state")).to_have_attribute("data-state", "open")
     page.fill("#prompt-text", "Hello <img src=x onerror=alert(1)>")
@@ -169,7 +58,7 @@ def test_prompt_from_the_page_completes_and_survives_a_reload(
     expect(answer).to_contain_text("[demo model] You said")
     expect(answer).to_contain_text("<img src=x onerror=alert(1)>")  # shown as text
     assert page.locator("#live img").count() == 0
-    _shot(page, "conversation-completed")
+    shot(page, "conversation-completed")
     final = api.get(f"/api/v1/conversations/{cid}").json()
     assert final["status"] == "idle" and final["turn_count"] == 1
     page.reload()
@@ -179,7 +68,7 @@ def test_prompt_from_the_page_completes_and_survives_a_reload(
     assert page.locator("#live .step").count() == 0  # nothing replayed twice
     page.goto(f"{server.url}/usage")
     expect(page.locator("#usage-chart rect.bar").first).to_be_visible()
-    _shot(page, "usage")
+    shot(page, "usage")
 
 
 def _pending_note(api: httpx.Client, cid: str) -> dict[str, Any]:
@@ -193,7 +82,7 @@ def _pending_note(api: httpx.Client, cid: str) -> dict[str, Any]:
 
 
 def test_allow_and_deny_from_the_inbox(page: Page, api: httpx.Client, server: LiveServer) -> None:
-    cid = _new_conversation(api, tools={"calculator": "ask"})
+    cid = new_conversation(api, tools={"calculator": "ask"})
     sent = api.post(
         f"/api/v1/conversations/{cid}/prompts",
         json={"text": 'call calculator {"expression": "6*7"}'},
@@ -202,9 +91,9 @@ def test_allow_and_deny_from_the_inbox(page: Page, api: httpx.Client, server: Li
     note = _pending_note(api, cid)
     page.goto(f"{server.url}/approvals?conversation_id={cid}")
     expect(page.locator("#pending-count")).to_have_text("1")
-    page.click(f"a[href='/approvals/{note['id']}']")
-    expect(page.locator("#tool-call")).to_contain_text('"6*7"')
-    _shot(page, "approval-detail")
+    page.click(f"#inbox a[href^='/approvals/{note['id']}']")
+    expect(page.locator("#arguments")).to_have_value('{\n  "expression": "6*7"\n}')
+    shot(page, "approval-detail")
     page.click("#allow-form button[type=submit]")
     expect(page.locator(".flash-info")).to_contain_text("Resolved: Allow calculator?")
     expect(page.locator("#inbox-empty")).to_be_visible()
@@ -226,7 +115,7 @@ def test_allow_and_deny_from_the_inbox(page: Page, api: httpx.Client, server: Li
     last = page.locator(".step-text_response > .text").last
     expect(last).to_contain_text("calculator was denied", timeout=15_000)
     expect(last).to_contain_text("too big for a demo")
-    _shot(page, "conversation-denied")
+    shot(page, "conversation-denied")
     turns = api.get(f"/api/v1/conversations/{cid}").json()
     assert turns["turn_count"] == 2 and turns["status"] == "idle"
 
@@ -243,9 +132,8 @@ def test_batch_page_follows_progress(page: Page, api: httpx.Client, server: Live
     expect(page.locator("#batch-counts td[data-state=done]")).to_have_text("2")
     expect(page.locator("#batch-notice")).to_be_visible()
     expect(page.locator("#cancel-form")).to_be_hidden()
-    _shot(page, "batch-done")
-    page.click("#batch-notice a")
-    expect(page.locator("#results tbody tr")).to_have_count(2)
+    shot(page, "batch-done")
+    expect(page.locator("#results tbody tr[data-status=done]")).to_have_count(2)  # live
     expect(page.locator("#results")).to_contain_text("slow item 1")
 
 
@@ -260,10 +148,10 @@ def test_the_operator_sets_a_tool_policy_that_binds_submitters(
     expect(page.locator("#tools tr[data-tool=calculator] .badge")).to_have_text("deny")
     expect(page.locator("#rules tr[data-rule='calculator|*']")).to_be_visible()
     expect(page.locator("#policy-log tbody tr").first).to_contain_text(OPERATOR[0])
-    _shot(page, "policy")
+    shot(page, "policy")
     refused = api.post("/api/v1/conversations", json={"tools": {"calculator": "auto"}})
     assert refused.status_code == 403 and "tools.calculator" in refused.text
-    cid = _new_conversation(api)
+    cid = new_conversation(api)
     page.goto(f"{server.url}/conversations/{cid}")
     page.click("#tool-policy summary")
     expect(page.locator("#tool-policy tr[data-tool=calculator] .badge")).to_have_text("deny")
