@@ -1,14 +1,15 @@
 """Schedule precision: how late `signoff beat` fires 1,000 schedules due at the same moment.
 
 The schedules share one cron expression with a seconds field, so all 1,000 fall due
-together every SLOT_S seconds: the load of 1,000 every-minute schedules, compressed
-(a minute's worth of fires in one instant, the worst case of a real minute). A fire's
-delay is `fired_at - due` from its runs log (recorded once its prompt is queued and
-its `advance` sent). The baseline, in the same run and against the same Redis, is a
-bare loop that sleeps until the same kind of due time and then does each run's own
-work (create the conversation, queue the prompt, send `advance`) with no schedule,
-claim or log: what firing costs at the least. One beat, then two beats racing for
-the same slots.
+together every SLOT_S seconds: twice the rate of 1,000 every-minute schedules, all due
+in the same instant (the worst case of a real minute). Each continues its own
+conversation and queues behind a running turn (no worker runs, so every fire queues a
+prompt: real work at every slot). A fire's delay is `fired_at - due` from its runs log
+(recorded once its prompt is queued and its `advance` sent). The baseline, in the same
+run and against the same Redis, is a bare loop that sleeps until the same kind of due
+time and does each run's own work (the first time create the conversation; every time
+queue the prompt and send `advance`) with no schedule, claim or log: what firing costs
+at the least. One beat, then two beats racing for the same slots.
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ from bench.common import machine, percentile, write_section
 from shared.client import Client
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import NewAgent
-from shared.models.schedules import NewSchedule
+from shared.models.schedules import NewSchedule, Overlap, RunMode, RunOutcome, ScheduleRun
 from shared.settings import DoubleTextPolicy, Settings
 from shared.store.agents import agent_options
 from shared.validation import validate_prompt
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULES = 1_000
-SLOT_S = 15
-SLOTS = 3
+SLOT_S = 30
+SLOTS = 2
 PROMPT = "Anything new?"
 
 
@@ -67,15 +68,24 @@ def _scheduled(url: str, beats: int) -> list[float]:
         stores.agents.create(NewAgent(name="poller", system_prompt="Be brief."), actor="bench")
         cron = f"*/{SLOT_S} * * * * *"
         for n in range(SCHEDULES):
-            new = NewSchedule(name=f"s{n}", agent="poller", prompt=PROMPT, cron=cron)
+            new = NewSchedule(
+                name=f"s{n}",
+                agent="poller",
+                prompt=PROMPT,
+                cron=cron,
+                conversation=RunMode.CONTINUE,
+                overlap=Overlap.QUEUE,
+            )
             stores.schedules.create(new, actor="bench")
         processes = [_beat(env, log) for log in logs]
         try:
             first = stores.schedules.next_due() or time.time()
-            time.sleep(max(0.0, first + (SLOTS - 1) * SLOT_S + SLOT_S / 2 - time.time()))
+            slots = {first + n * SLOT_S for n in range(SLOTS)}
+            deadline = first + SLOTS * SLOT_S + 60
+            while _fired(client, slots) < SCHEDULES * SLOTS and time.time() < deadline:
+                time.sleep(1)
             for n in range(SCHEDULES):
                 stores.schedules.pause(f"s{n}")
-            time.sleep(1)
         finally:
             for process in processes:
                 process.terminate()
@@ -85,10 +95,25 @@ def _scheduled(url: str, beats: int) -> list[float]:
             runs = stores.schedules.runs(f"s{n}")
             if len({run.due for run in runs}) != len(runs):
                 raise RuntimeError(f"schedule s{n} fired a slot twice: {runs}")
-            delays += [run.fired_at - run.due for run in runs]
+            if any(run.outcome is not RunOutcome.SENT for run in runs):
+                raise RuntimeError(f"schedule s{n} did not queue every prompt: {runs}")
+            delays += [run.fired_at - run.due for run in runs if run.due in slots]
     if len(delays) < SCHEDULES * SLOTS:
         raise RuntimeError(f"only {len(delays)} fires of {SCHEDULES * SLOTS}")
     return delays
+
+
+def _fired(client: Client, slots: set[float]) -> int:
+    """Fires so far of the measured slots, over every schedule."""
+    with client.redis.pipeline(transaction=False) as pipe:
+        for n in range(SCHEDULES):
+            pipe.xrange(client.keys.schedule_runs(f"s{n}"))
+        found = pipe.execute()
+    return sum(
+        ScheduleRun.model_validate_json(fields["run"]).due in slots
+        for entries in found
+        for _, fields in entries
+    )
 
 
 def _bare(url: str) -> list[float]:
@@ -99,11 +124,13 @@ def _bare(url: str) -> list[float]:
         agent = client.stores.agents.create(NewAgent(name="poller"), actor="bench")
         config = agent_options(agent).resolve(settings, policy_may_loosen=False)
         store = client.store
-        for _ in range(SLOTS):
+        for slot in range(SLOTS):
             due = _next_slot(time.time())
             time.sleep(max(0.0, due - time.time()))
             for n in range(SCHEDULES):
-                cid = store.create(config, conversation_id=f"bare.{n}.{int(due)}")
+                cid = f"bare.{n}"
+                if slot == 0:
+                    store.create(config, conversation_id=cid)
                 store.submit(cid, validate_prompt(PROMPT, settings), DoubleTextPolicy.ENQUEUE)
                 client.tasks.advance(cid)
                 delays.append(time.time() - due)
@@ -130,13 +157,14 @@ def run() -> str:
     body = f"""## Schedule precision (`python -m bench schedules`)
 
 {SCHEDULES:,} schedules of one agent, all due at the same instant every {SLOT_S} s (a cron
-expression with a seconds field: the fires of {SCHEDULES:,} every-minute schedules compressed into
-one instant, the worst case of a real minute), {SLOTS} slots, so {SCHEDULES * SLOTS:,} fires per
-row. Delay: when a fire had queued its prompt and sent `advance`, minus its due time, from the
-schedule's runs log. Baseline, same run and Redis: a bare loop that sleeps until a due time and
-does only each run's own work (create the conversation, queue the prompt, send `advance`).
-Each slot fired exactly once per schedule in every row (checked). No worker runs: the
-measure ends at the queue.
+expression with a seconds field, `*/{SLOT_S} * * * * *`: the fires of {SCHEDULES:,} every-minute
+schedules, twice as often and all in the same instant, the worst case of a real minute), {SLOTS}
+slots, so {SCHEDULES * SLOTS:,} fires per row. Each continues its own conversation and queues
+behind the running turn (`--conversation continue --overlap queue`); no worker runs, so every
+fire queues a prompt. Delay: when a fire had queued its prompt and sent `advance`, minus its due
+time, from the schedule's runs log. Baseline, same run and Redis: a bare loop that sleeps until
+a due time and does only each run's own work (create the conversation the first time; queue the
+prompt and send `advance`). Each slot fired exactly once per schedule in every row (checked).
 
 | firing | p50 delay | p99 delay | p50 / baseline | p99 / baseline |
 |---|---|---|---|---|

@@ -39,21 +39,24 @@ class ScheduleFirer:
     def tick(self, now: float | None = None) -> int:
         """Handles every slot due at `now` and every queued fire now free; returns the count."""
         now = time.time() if now is None else now
+        self.runner.forget_agents()  # agents as of this tick: read once, not once per fire
         handled = 0
-        for name, due_ms in self.store.due(now):
-            handled += self._slot(name, due_ms, now)
+        due = self.store.due(now)
+        schedules = self.store.get_many([name for name, _ in due])
+        for name, due_ms in due:
+            handled += self._slot(name, schedules.get(name), due_ms, now)
         for name in self.store.waiting():
             handled += self._release(name)
         return handled
 
-    def _slot(self, name: str, due_ms: int, now: float) -> int:
-        try:
-            schedule = self.store.get(name)
-        except NotFound:  # deleted between the read and now: drop its slot
+    def _slot(
+        self, name: str, schedule: Schedule | CorruptRecord | None, due_ms: int, now: float
+    ) -> int:
+        if schedule is None:  # deleted between the reads: drop its slot
             self.store.claim(name, due_ms, None)
             return 0
-        except CorruptRecord as exc:  # never fires again until it is written anew
-            log.error("schedule %s dropped from the due set: %s", name, exc)
+        if isinstance(schedule, CorruptRecord):  # never fires again until it is written anew
+            log.error("schedule %s dropped from the due set: %s", name, schedule)
             self.store.claim(name, due_ms, None)
             return 0
         upcoming = schedule.next_after(max(now, due_ms / 1000))

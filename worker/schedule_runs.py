@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shared.errors import Conflict, NotFound, SignoffError
 from shared.models.agents import Agent
@@ -44,6 +44,17 @@ class ScheduleRunner:
 
     stores: Stores
     send_advance: Callable[[str], None]
+    _agents: dict[tuple[str, int | None], Agent] = field(default_factory=dict)
+
+    def forget_agents(self) -> None:
+        """Agents are read again from now on (the firer calls it at each tick)."""
+        self._agents.clear()
+
+    def _agent(self, schedule: Schedule) -> Agent:
+        wanted = (schedule.agent, schedule.agent_version)
+        if wanted not in self._agents:
+            self._agents[wanted] = self.stores.agents.get(*wanted)
+        return self._agents[wanted]
 
     def fire(self, schedule: Schedule, due_ms: int, *, detail: str = "") -> ScheduleRun:
         """Runs the slot (the caller claimed it) and records the outcome."""
@@ -73,7 +84,7 @@ class ScheduleRunner:
         return run
 
     def _fire(self, schedule: Schedule, due_ms: int) -> ScheduleRun:
-        agent = self.stores.agents.get(schedule.agent, schedule.agent_version)
+        agent = self._agent(schedule)
         if schedule.conversation is RunMode.CONTINUE:
             return self._continue(schedule, agent, due_ms)
         previous = self.stores.schedules.status(schedule.name).conversation_id
@@ -93,7 +104,7 @@ class ScheduleRunner:
         self, schedule: Schedule, due_ms: int, outcome: RunOutcome, agent: Agent | None = None
     ) -> ScheduleRun:
         """A new conversation for the slot, its prompt queued."""
-        agent = agent or self.stores.agents.get(schedule.agent, schedule.agent_version)
+        agent = agent or self._agent(schedule)
         cid = run_conversation_id(schedule, due_ms)
         self._create(schedule, agent, cid)
         turn = self._send(cid, schedule, DoubleTextPolicy.ENQUEUE)
