@@ -44,6 +44,9 @@ def bulk_filter(
     return PendingFilter(tool=tool, batch_id=batch_id) if filtered else None
 
 
+_QUESTIONS = {"allowed": "Allow", "denied": "Deny"}  # the verb of the report, as the question's
+
+
 def bulk_resolve(
     selection: PendingFilter, resolution: dict[str, Any], *, verb: str, yes: bool, actor: str
 ) -> None:
@@ -62,7 +65,7 @@ def bulk_resolve(
         if count > BULK_LIMIT:
             raise click.ClickException(f"{count} match; at most {BULK_LIMIT:,} at once: narrow it")
         click.echo(f"{count} pending approvals match")
-        _confirm(f"{verb} all {count}?", yes=yes)
+        _confirm(f"{_QUESTIONS[verb]} all {count}?", yes=yes)
         current = scope.count(store)
         if current != count:
             raise click.ClickException(

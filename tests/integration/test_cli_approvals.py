@@ -5,7 +5,9 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import pty
 import re
+import select
 import subprocess
 import sys
 import time
@@ -200,6 +202,57 @@ def test_bulk_allow_of_a_batch_confirms_the_count_and_deny_all(
     denied = run_cli(stack_env, "approvals", "deny", "--all", "--reason", "no", "--yes")
     assert denied.returncode == 0 and "denied " in denied.stdout, denied.stderr
     assert not still_pending(client, outsider)
+
+
+def _on_a_terminal(env: dict[str, str], answer: str, *args: str) -> tuple[int, str]:
+    """Runs the CLI with a pseudo-terminal as stdin, typing `answer` once it asks."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [SIGNOFF, *args],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+    )
+    os.close(follower)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the CLI exited and closed the terminal
+                break
+            seen += chunk
+        if not answered and b"[y/N]" in seen:
+            os.write(leader, answer.encode() + b"\n")
+            answered = True
+        if process.poll() is not None and not ready:
+            break
+    os.close(leader)
+    return process.wait(timeout=10), seen.decode(errors="replace")
+
+
+def test_bulk_allow_asks_on_a_terminal_and_a_no_resolves_nothing(
+    stack_env: dict[str, str], client: Client, tmp_path: Path
+) -> None:
+    source = tmp_path / "ask.jsonl"
+    source.write_text("".join(json.dumps({"prompt": EMAIL}) + "\n" for _ in range(2)))
+    out = str(tmp_path / "ask-out.jsonl")
+    bid = run_cli(stack_env, "batch", "run", str(source), "--out", out, "--no-wait").stdout.strip()
+    deadline = time.monotonic() + 30
+    while len(client.notifications.pending(batch_id=bid)) < 2:
+        assert time.monotonic() < deadline, "the batch did not park"
+        time.sleep(0.05)
+    status, shown = _on_a_terminal(stack_env, "n", "approvals", "allow", "--batch", bid)
+    assert status == 1 and "Allow all 2? [y/N]" in shown and "Aborted" in shown, shown
+    assert len(client.notifications.pending(batch_id=bid)) == 2
+    status, shown = _on_a_terminal(stack_env, "y", "approvals", "allow", "--batch", bid)
+    assert status == 0 and "allowed 2, already resolved 0" in shown, shown
+    assert client.notifications.pending(batch_id=bid) == []
 
 
 def test_submit_validates_the_json_and_the_schema(
