@@ -5,6 +5,9 @@ view declares the role it needs with `requires`; a view that declares nothing
 needs ``operator``, so a forgotten declaration fails closed. A session is always
 the operator role. State-changing requests authenticated by the session (or by
 nothing, like the sign-in form) must carry the CSRF token; bearer calls need not.
+A view marked `signature_authenticated` (an inbound trigger) has no principal and
+no CSRF check: it authenticates each request by its own signature, and refuses it
+(401) without a valid one.
 
 The session cookie carries only a random session id; the session lives in Redis
 (`shared.store.sessions`) and is checked on every request, so signing out, a password

@@ -5,7 +5,7 @@ the outbox stream through one consumer group, so every event is dispatched by on
 them. An event is acknowledged once its deliveries are logged and sent; the entries of a
 dispatcher that died are claimed by another after `RECLAIM_IDLE_MS`. Dispatching twice
 is harmless: delivery ids come from the event and the endpoint, and only a delivery
-with no attempt yet is sent again.
+never tried and older than a reclaim is sent again.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,7 @@ class Dispatcher:
         send: Callable[[str], None],
         *,
         consumer: str | None = None,
+        reclaim_idle_ms: int = RECLAIM_IDLE_MS,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -56,6 +58,7 @@ class Dispatcher:
         self.deliveries = deliveries
         self.send = send
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}"
+        self.reclaim_idle_ms = reclaim_idle_ms
         self._group_ready = False
 
     def run(self, stop: threading.Event) -> None:
@@ -100,7 +103,7 @@ class Dispatcher:
 
     def _reclaimed(self) -> list[tuple[str, dict[str, str]]]:
         reply: Any = self.client.xautoclaim(
-            self.keys.webhook_outbox(), GROUP, self.consumer, RECLAIM_IDLE_MS, count=BATCH
+            self.keys.webhook_outbox(), GROUP, self.consumer, self.reclaim_idle_ms, count=BATCH
         )
         return [(eid, fields) for eid, fields in reply[1] if fields]
 
@@ -122,9 +125,11 @@ class Dispatcher:
         return sent
 
     def _unsent(self, did: str) -> bool:
-        """A delivery made by a dispatcher that died before sending it (or before its ack)."""
+        """A delivery made by a dispatcher that died before sending it: pending, never tried,
+        and older than a reclaim (a fresh one is an event emitted twice, already sent)."""
         delivery = self.deliveries.get(did)
-        return delivery.status is DeliveryStatus.PENDING and not delivery.attempts
+        stale = time.time() - delivery.created_at >= self.reclaim_idle_ms / 1000
+        return stale and delivery.status is DeliveryStatus.PENDING and not delivery.attempts
 
 
 class DispatcherStep(bootsteps.StartStopStep):

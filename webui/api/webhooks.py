@@ -6,6 +6,7 @@ Operator only: an endpoint's URL and the payloads it receives are the operator's
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, url_for
 from pydantic import BaseModel, Field
@@ -68,7 +69,9 @@ def add_endpoint() -> Response:
     body = json_body(EndpointRequest)
     actor = current_principal().name
     endpoint = endpoints().add(body, actor=actor)
-    log.info("%s registered webhook endpoint %s for %s", actor, endpoint.id, endpoint.url)
+    # the host only: a chat tool's incoming-webhook URL is a secret in itself
+    host = urlsplit(endpoint.url).hostname
+    log.info("%s registered webhook endpoint %s for %s", actor, endpoint.id, host)
     created = CreatedEndpoint(**endpoint.model_dump(), secret=endpoint.secret)
     location = url_for(".get_endpoint", endpoint_id=endpoint.id)
     return reply(created, 201, headers={"Location": location})
