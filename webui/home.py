@@ -23,6 +23,7 @@ GROUP_SAMPLE = 500
 GROUPS_SHOWN = 12
 BATCHES_READ = 50
 FAILURES_SHOWN = 10
+FAILURES_SCANNED = 1_000  # the newest conversations read for failures: the page stays cheap
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,11 @@ def _count_outside_batches(notes: list[Notification], tool: str | None) -> int:
 def home_view(svc: Services) -> HomeView:
     batches = batch_page(svc, offset=0, limit=BATCHES_READ).items
     failed = list_conversations(
-        svc.store, offset=0, limit=FAILURES_SHOWN, where=ConversationFilter(ListedStatus.FAILED)
+        svc.store,
+        offset=0,
+        limit=FAILURES_SHOWN,
+        where=ConversationFilter(ListedStatus.FAILED),
+        scan_limit=FAILURES_SCANNED,
     )
     return HomeView(
         pending_total=svc.notifications.count_pending(),

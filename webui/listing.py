@@ -78,6 +78,7 @@ def list_conversations(
     offset: int,
     limit: int,
     where: ConversationFilter | None = None,
+    scan_limit: int = SCAN_LIMIT,
 ) -> ConversationPage:
     where = where or ConversationFilter()
     if where.empty:
@@ -90,7 +91,7 @@ def list_conversations(
             total=total,
             next_offset=offset + limit if offset + limit < total else None,
         )
-    matched, truncated = _scan(store, where, wanted=offset + limit + 1)
+    matched, truncated = _scan(store, where, wanted=offset + limit + 1, scan_limit=scan_limit)
     return ConversationPage(
         records=matched[offset : offset + limit],
         offset=offset,
@@ -102,15 +103,15 @@ def list_conversations(
 
 
 def _scan(
-    store: ConversationStore, where: ConversationFilter, *, wanted: int
+    store: ConversationStore, where: ConversationFilter, *, wanted: int, scan_limit: int
 ) -> tuple[list[ConversationRecord], bool]:
-    """Records matching `where`, newest first, until `wanted` or the scan limit."""
+    """Records matching `where`, newest first, until `wanted` or `scan_limit` were read."""
     matched: list[ConversationRecord] = []
     position = 0
     while len(matched) < wanted:
-        if position >= SCAN_LIMIT:
+        if position >= scan_limit:
             return matched, True
-        chunk = store.ids(offset=position, limit=_CHUNK)
+        chunk = store.ids(offset=position, limit=min(_CHUNK, scan_limit - position))
         if not chunk:
             break
         matched += [r for r in store.records(chunk, on_corrupt=skip_unreadable) if where.matches(r)]

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import time
+
+import redis
+
 from shared.models.config import ConversationConfig
 from shared.models.content import Content
 from shared.models.events import ConversationStatus, TurnStatus
 from shared.models.notifications import NotificationStatus, ResolutionKind
 from shared.models.steps import UsageMetadata
+from shared.settings import Settings
 from shared.store.batches import BatchState, BatchStatus
-from shared.store.conversations import ConversationRecord
+from shared.store.conversations import ConversationRecord, ConversationStore
+from shared.store.keys import KeySpace
 from webui.api.models import AuditEntry, BatchSummary
 from webui.audit import AuditFilter, arguments_diff
 from webui.batch_bar import bar_segments, result_status
-from webui.listing import ConversationFilter, ListedStatus
+from webui.listing import ConversationFilter, ListedStatus, list_conversations
 from webui.summaries import LINE_CHARS, summarize_arguments
 from webui.timefmt import relative
 
@@ -119,3 +125,25 @@ def test_the_audit_filter_matches_decisions_and_outcomes() -> None:
     assert not AuditFilter(tool="calculator").matches(entry)
     expired = entry.model_copy(update={"kind": None, "status": NotificationStatus.EXPIRED})
     assert AuditFilter(decision="expired").matches(expired)
+
+
+def test_a_filtered_listing_reads_no_further_than_its_scan_limit(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
+    store = ConversationStore(real_redis, keys, Settings())
+    made = []
+    for i in range(12):
+        cid = store.create(ConversationConfig(), conversation_id=f"c{i:02d}")
+        store.submit(cid, Content.from_text(f"task {i}\nsecond line"))
+        if i % 3 == 0:  # c00, c03, c06, c09 failed
+            real_redis.hset(keys.conversation(cid), "last_turn_status", "failed")
+        made.append(cid)
+        time.sleep(0.002)  # distinct creation times: newest first is c11
+    failed = ConversationFilter(ListedStatus.FAILED)
+    every = list_conversations(store, offset=0, limit=10, where=failed)
+    assert [r.conversation_id for r in every.records] == ["c09", "c06", "c03", "c00"]
+    assert not every.truncated and every.records[0].title == "task 9"
+    newest = list_conversations(store, offset=0, limit=10, where=failed, scan_limit=5)
+    assert [r.conversation_id for r in newest.records] == ["c09"] and newest.truncated
+    found = list_conversations(store, offset=0, limit=10, where=ConversationFilter(search="TASK 1"))
+    assert [r.conversation_id for r in found.records] == ["c11", "c10", "c01"]
