@@ -173,7 +173,9 @@ prompt and send `advance`). Each slot fired exactly once per schedule in every r
 {_row("`signoff beat`, two processes", two, base)}
 
 A fire's delay is mostly its place in the line: the {SCHEDULES:,} fires of a slot run one after
-another, each a few round trips, so the p99 is the time to work through a slot. {machine()}.
+another, each a few round trips, so the p99 is the time to work through a slot. Two beats
+split a slot's fires between them (claims of 16 slots, in shuffled orders) but share the
+machine's cores with Redis: on our two shared cores that row varies most from run to run. {machine()}.
 """
     write_section("schedules", body)
     return body
