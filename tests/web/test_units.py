@@ -133,7 +133,8 @@ def test_a_query_model_reads_what_its_document_declares() -> None:
 
     repeated = MultiDict([("limit", ""), ("offset", "5"), ("offset", "x"), ("other", "y")])
     assert ConversationsQuery.of(repeated) == ConversationsQuery(offset=5, limit=50)
-    assert [p["name"] for p in ConversationsQuery.parameters()] == ["offset", "limit", "status"]
+    names = [p["name"] for p in ConversationsQuery.parameters()]
+    assert names == ["offset", "limit", "status", "q"]
     assert EventsQuery.of({"last_event_id": "0"}, headers={"Last-Event-ID": ""}).after == "0-0"
     refusals = {
         "query parameter 'limit' must be an integer from 1 to 200, got '0'": (
