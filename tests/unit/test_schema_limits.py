@@ -1,4 +1,8 @@
-"""User-supplied JSON schemas: re2 patterns, the bounds checked at creation, bounded checks."""
+"""User-supplied JSON schemas: re2 patterns, the bounds checked at creation, bounded checks.
+
+Bounded means in CPU time (`time.process_time`): what runs beside the suite cannot make a
+linear check look slow, and an exponential one still takes far longer than the bound.
+"""
 
 from __future__ import annotations
 
@@ -61,14 +65,14 @@ def test_declared_names_exist(module: Any) -> None:
 def test_the_evil_pattern_is_accepted_and_checks_in_linear_time() -> None:
     assert check_schema(EVIL) is EVIL
     near_miss = {"a": "a" * 28 + "!"}  # Python's re takes tens of seconds on this
-    started = time.monotonic()
+    started = time.process_time()
     problems = schema_violations(near_miss, EVIL)
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert problems == [f"$.a: {near_miss['a']!r} does not match '(a+)+$'"]
     long_miss = {"a": "a" * 50_000 + "!"}
-    started = time.monotonic()
+    started = time.process_time()
     assert len(schema_violations(long_miss, EVIL)) == 1
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_re2_patterns_keep_their_meaning() -> None:
@@ -100,9 +104,9 @@ def test_pattern_properties_and_additional_properties_use_re2() -> None:
     assert schema_violations({"x-one": 1, "baa": "s"}, schema) == []
     assert schema_violations({"x-one": "1"}, schema) == ["$['x-one']: '1' is not of type 'integer'"]
     near_miss = "a" * 28 + "!"
-    started = time.monotonic()
+    started = time.process_time()
     problems = schema_violations({near_miss: 1}, schema)
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert problems == [f"$: {near_miss!r} does not match any of the regexes: '(a+)+$', '^x-'"]
 
 
@@ -190,9 +194,9 @@ def test_refs_that_multiply_the_schema_are_refused_at_once() -> None:
     check_schema(doubling(10))
     schema = doubling(30)
     assert len(json.dumps(schema)) < 2_500
-    started = time.monotonic()
+    started = time.process_time()
     message = refused(schema)
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert "MAX_SCHEMA_EXPANSION" in message
 
 
@@ -218,19 +222,19 @@ def test_recursion_through_refs_is_allowed_and_its_checks_are_bounded() -> None:
     value: dict[str, Any] = {}
     for _ in range(40):
         value = {"c": value}
-    started = time.monotonic()
+    started = time.process_time()
     [problem] = schema_violations(value, doubling_tree)
-    assert time.monotonic() - started < 5.0
+    assert time.process_time() - started < 5.0
     assert problem.startswith("$: checking the value") and "MAX_VALIDATION_STEPS" in problem
 
 
 def test_unique_items_is_linear_and_keeps_jsonschema_equality() -> None:
     schema = {"type": "array", "uniqueItems": True}
     items: list[Any] = [{"id": i, "tags": [i]} for i in range(20_000)]
-    started = time.monotonic()
+    started = time.process_time()
     assert schema_violations(items, schema) == []
     assert len(schema_violations([*items, {"tags": [7], "id": 7}], schema)) == 1
-    assert time.monotonic() - started < 2.0  # pairwise, as jsonschema does it: minutes
+    assert time.process_time() - started < 2.0  # pairwise, as jsonschema does it: minutes
     assert schema_violations([1, True, 0, False, [1], [True]], schema) == []
     assert len(schema_violations([1, 1.0], schema)) == 1
     assert len(schema_violations([{"a": [1]}, {"a": [1.0]}], schema)) == 1
