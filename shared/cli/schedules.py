@@ -6,7 +6,10 @@
 from __future__ import annotations
 
 import getpass
+from collections.abc import Callable
 from datetime import datetime
+from enum import Enum
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 import click
@@ -16,6 +19,8 @@ from shared.models.schedules import Missed, NewSchedule, Overlap, RunMode, Sched
 from shared.validation import checked_options
 
 __all__ = ["schedule"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _when(moment: float, zone: str) -> str:
@@ -40,6 +45,14 @@ def _state(status: ScheduleStatus) -> str:
     return f"next {_when(status.next_fire_times[0], status.schedule.timezone)}"
 
 
+def _choice(flag: str, default: Enum, help_text: str) -> Callable[[F], F]:
+    """An option whose values are those of `default`'s enum."""
+    values = [member.value for member in type(default)]
+    return click.option(
+        flag, type=click.Choice(values), default=default.value, show_default=True, help=help_text
+    )
+
+
 @click.group()
 def schedule() -> None:
     """Schedules: run an agent by cron, interval or once; `signoff beat` fires them."""
@@ -54,27 +67,9 @@ def schedule() -> None:
 @click.option("--tz", "timezone", default="UTC", show_default=True, help="Time zone of --cron.")
 @click.option("--every", "every_s", type=float, default=None, help="Fire every this many seconds.")
 @click.option("--at", "at", default=None, help="Fire once, at this ISO time with its offset.")
-@click.option(
-    "--conversation",
-    type=click.Choice([m.value for m in RunMode]),
-    default=RunMode.NEW.value,
-    show_default=True,
-    help="Each run starts a new conversation, or continues one long-lived conversation.",
-)
-@click.option(
-    "--overlap",
-    type=click.Choice([o.value for o in Overlap]),
-    default=Overlap.SKIP.value,
-    show_default=True,
-    help="A fire while the previous run still works: skip it, queue it, or cancel that run.",
-)
-@click.option(
-    "--missed",
-    type=click.Choice([m.value for m in Missed]),
-    default=Missed.RUN_ONCE.value,
-    show_default=True,
-    help="A fire missed while no beat ran: run it once on restart, or skip it.",
-)
+@_choice("--conversation", RunMode.NEW, "Each run starts a new conversation, or continues one.")
+@_choice("--overlap", Overlap.SKIP, "A fire while the last run works: skip, queue, or cancel it.")
+@_choice("--missed", Missed.RUN_ONCE, "A fire missed while no beat ran: run it once, or skip it.")
 def create(name: str, **values: object) -> None:
     """Create schedule NAME; prints its next fire times."""
     new = checked_options(NewSchedule, "schedule", {"name": name, **values})
