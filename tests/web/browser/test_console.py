@@ -371,6 +371,8 @@ def test_every_page_at_1280_and_390_px_is_labelled_readable_and_fits(
         "audit": "/audit",
         "policy": "/policy",
         "usage": "/usage",
+        "agents": "/agents",
+        "webhooks": "/webhooks",
     }
     for width in (1280, 390):
         with signed_in(browser, server, width=width, height=900) as tab:
