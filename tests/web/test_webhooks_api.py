@@ -64,6 +64,7 @@ def test_webhooks_are_for_operators_only(
         assert deliveries.status_code == 403
         assert "operator role" in deliveries.json["error"]["message"]
     assert http.get("/api/v1/webhooks/endpoints").status_code == 401
+    assert http.get("/webhooks", headers=viewer).status_code == 403  # the page too
 
 
 def _logged(svc: Services) -> tuple[DeliveryLog, str]:
