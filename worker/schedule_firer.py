@@ -6,12 +6,14 @@ period. Any number of beat processes may run it: a slot is run by whichever clai
 (`ScheduleStore.claim`). A slot found more than `schedule_misfire_s` late, or with later
 slots already due too, was missed while no beat ran: it is run once or skipped, by the
 schedule's `missed` policy, and the schedule goes on from the first slot after now.
-A beat killed between a claim and its run loses that one fire: at most once.
+Claims go up to CLAIM_BATCH to a round trip, so a beat killed between a claim and its runs
+loses those fires: at most once per slot.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from datetime import UTC, datetime
@@ -21,9 +23,11 @@ from shared.models.schedules import Missed, Schedule
 from shared.store.schedules import to_ms
 from worker.schedule_runs import ScheduleRunner, run_prefix
 
-__all__ = ["ScheduleFirer"]
+__all__ = ["CLAIM_BATCH", "ScheduleFirer"]
 
 log = logging.getLogger(__name__)
+
+CLAIM_BATCH = 16  # slots claimed in one round trip; a beat killed after a claim loses these
 
 
 class ScheduleFirer:
@@ -33,6 +37,7 @@ class ScheduleFirer:
         self.runner = runner
         self.store = runner.stores.schedules
         self.settings = runner.stores.settings
+        self._random = secrets.SystemRandom()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -40,35 +45,53 @@ class ScheduleFirer:
         """Handles every slot due at `now` and every queued fire now free; returns the count."""
         now = time.time() if now is None else now
         self.runner.forget_agents()  # agents as of this tick: read once, not once per fire
-        handled = 0
         due = self.store.due(now)
+        # Beats racing for one slot's fires take them in different orders, so they mostly
+        # claim different ones instead of trying the same ones in turn.
+        self._random.shuffle(due)
+        due.sort(key=lambda slot: slot[1] // 1000)
         schedules = self.store.get_many([name for name, _ in due])
-        for name, due_ms in due:
-            handled += self._slot(name, schedules.get(name), due_ms, now)
+        handled = 0
+        for start in range(0, len(due), CLAIM_BATCH):
+            handled += self._claim_and_fire(due[start : start + CLAIM_BATCH], schedules, now)
         for name in self.store.waiting():
             handled += self._release(name)
         return handled
 
-    def _slot(
-        self, name: str, schedule: Schedule | CorruptRecord | None, due_ms: int, now: float
+    def _claim_and_fire(
+        self,
+        due: list[tuple[str, int]],
+        schedules: dict[str, Schedule | CorruptRecord],
+        now: float,
     ) -> int:
-        if schedule is None:  # deleted between the reads: drop its slot
-            self.store.claim(name, due_ms, None)
-            return 0
-        if isinstance(schedule, CorruptRecord):  # never fires again until it is written anew
-            log.error("schedule %s dropped from the due set: %s", name, schedule)
-            self.store.claim(name, due_ms, None)
-            return 0
-        upcoming = schedule.next_after(max(now, due_ms / 1000))
-        if not self.store.claim(name, due_ms, None if upcoming is None else to_ms(upcoming)):
-            return 0  # another beat took it
+        """Claims a batch of slots in one round trip, then runs those this beat took."""
+        slots: list[tuple[str, int, int | None]] = []
+        for name, due_ms in due:
+            schedule = schedules.get(name)
+            upcoming = None  # a deleted or unreadable schedule leaves the due set
+            if isinstance(schedule, CorruptRecord):
+                log.error("schedule %s dropped from the due set: %s", name, schedule)
+            elif schedule is not None:
+                upcoming = schedule.next_after(max(now, due_ms / 1000))
+            slots.append((name, due_ms, None if upcoming is None else to_ms(upcoming)))
+        won = self.store.claim(slots)
+        handled = 0
+        for name, due_ms in due:
+            schedule = schedules.get(name)
+            if name in won and isinstance(schedule, Schedule):
+                self._slot(schedule, due_ms, now)
+                handled += 1
+        return handled
+
+    def _slot(self, schedule: Schedule, due_ms: int, now: float) -> None:
+        """Runs a slot this beat claimed: on time, or missed (run once or skipped)."""
+        name = schedule.name
         missed = self._missed(schedule, due_ms, now)
         if missed and schedule.missed is Missed.SKIP:
             self.runner.miss(schedule, due_ms, missed)
         else:
             run = self.runner.fire(schedule, due_ms, detail=missed and f"{missed}; run once")
             log.info("schedule %s fired: %s %s", name, run.outcome.value, run.detail)
-        return 1
 
     def _missed(self, schedule: Schedule, due_ms: int, now: float) -> str:
         """Why this slot counts as missed, or "" when it is on time."""

@@ -38,15 +38,22 @@ _RUNS_MAXLEN = 1_000
 _SHOWN_NEXT = 5
 _SKIPS = {RunOutcome.SKIPPED, RunOutcome.MISSED}
 
-# KEYS: due   ARGV: name, the slot's due ms, the next slot's ms ('' when none is left)
-# -> 1 when this caller claimed the slot, 0 when another did (or it was paused or deleted)
+# KEYS: due   ARGV: triples of name, the slot's due ms, the next slot's ms ('' when none
+# is left) -> the names whose slot this caller claimed (another caller took the others, or
+# they were paused or deleted)
 _CLAIM = LuaScript(
     """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
-if ARGV[3] == '' then redis.call('ZREM', KEYS[1], ARGV[1])
-else redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1]) end
-return 1
+local won = {}
+for i = 1, #ARGV, 3 do
+  local name, due, following = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local score = redis.call('ZSCORE', KEYS[1], name)
+  if score and tonumber(score) == tonumber(due) then
+    if following == '' then redis.call('ZREM', KEYS[1], name)
+    else redis.call('ZADD', KEYS[1], following, name) end
+    won[#won + 1] = name
+  end
+end
+return won
 """
 )
 
@@ -193,15 +200,17 @@ class ScheduleStore:
             found: Any = self.client.zrange(self.keys.schedules_due(), 0, 0, withscores=True)
         return found[0][1] / 1000 if found else None
 
-    def claim(self, name: str, due_ms: int, next_ms: int | None) -> bool:
-        """Takes the slot due at `due_ms` and moves the schedule on to `next_ms`, atomically."""
-        with storage_errors("claiming a schedule's slot"):
-            won = _CLAIM(
-                self.client,
-                [self.keys.schedules_due()],
-                [name, due_ms, "" if next_ms is None else next_ms],
-            )
-        return bool(won)
+    def claim(self, slots: Sequence[tuple[str, int, int | None]]) -> set[str]:
+        """Takes each slot (name, due ms, next ms) still due and moves its schedule on to the
+        next slot, each atomically, in one round trip; returns the names taken."""
+        args: list[Any] = []
+        for name, due_ms, next_ms in slots:
+            args += [name, due_ms, "" if next_ms is None else next_ms]
+        if not args:
+            return set()
+        with storage_errors("claiming schedules' slots"):
+            won: Any = _CLAIM(self.client, [self.keys.schedules_due()], args)
+        return {str(name) for name in won}
 
     def record(self, name: str, run: ScheduleRun) -> None:
         """Appends a fire to the runs stream and sums it into the schedule's state; the
