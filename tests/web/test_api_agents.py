@@ -185,6 +185,27 @@ def test_the_agents_page(signed_in: FlaskClient, svc: Services) -> None:
     )
     assert "Agent pager created (version 1)" in created.text
     assert "&lt;b&gt;bold&lt;/b&gt;" in created.text and "<b>bold</b>" not in created.text
+    edited = signed_in.post(
+        "/agents/pager/update",
+        data={
+            "csrf_token": csrf,
+            "system_prompt": 'Page "ops".',
+            "tools": '{"calculator": "deny"}',
+        },
+        follow_redirects=True,
+    )
+    assert "Agent pager is now version 2." in edited.text
+    now = svc.stores.agents.get("pager")
+    assert (now.version, now.system_prompt, now.tools) == (2, 'Page "ops".', {"calculator": "deny"})
+    assert (
+        "Save as version 3" in edited.text and "&#34;calculator&#34;: &#34;deny&#34;" in edited.text
+    )
+    looser = signed_in.post(
+        "/agents/pager/update",
+        data={"csrf_token": csrf, "tools": '{"send_email": "auto"}'},
+        follow_redirects=True,
+    )
+    assert "Agent pager not changed" in looser.text and "would loosen" in looser.text
     refused = signed_in.post(
         "/schedules/new",
         data={

@@ -1,4 +1,4 @@
-"""The agents page: named agents and their schedules; operators create, pause and delete."""
+"""The agents page: named agents and their schedules; operators create, edit, pause and delete."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 
 from shared.errors import SignoffError
-from shared.models.agents import NewAgent
+from shared.models.agents import AgentSpec, NewAgent
 from shared.models.schedules import Missed, NewSchedule, Overlap, RunMode
 from shared.store.users import Role
 from webui.auth import current_principal, requires
@@ -46,21 +46,47 @@ def _problem(exc: Exception) -> str:
     return str(exc)
 
 
+# What the page's agent forms edit; the rest of an agent (labels, response schema, limits,
+# metadata) is kept as it was, and is changed through the CLI or the API.
+_EDITED = ("description", "system_prompt", "provider", "model", "tools", "approval_timeout_s")
+
+
+def _agent_fields() -> dict[str, Any]:
+    """The agent form's fields; an empty one is unset (the settings' default)."""
+    fields: dict[str, Any] = {name: None for name in _EDITED}
+    fields |= {"description": "", "system_prompt": ""}
+    fields |= _form(*_EDITED)
+    if fields["tools"] is not None:
+        fields["tools"] = json.loads(fields["tools"])
+    if fields["approval_timeout_s"] is not None:
+        fields["approval_timeout_s"] = int(fields["approval_timeout_s"])
+    return fields
+
+
 @requires(Role.OPERATOR)
 def create_agent() -> ResponseReturnValue:
-    fields = _form("name", "description", "system_prompt", "provider", "model", "tools")
     try:
-        if "tools" in fields:
-            fields["tools"] = json.loads(fields["tools"])
-        if request.form.get("approval_timeout_s", "").strip():
-            fields["approval_timeout_s"] = int(request.form["approval_timeout_s"])
-        created = services().stores.agents.create(
-            NewAgent.model_validate(fields), actor=current_principal().name
-        )
+        new = NewAgent.model_validate({**_agent_fields(), "name": request.form.get("name", "")})
+        created = services().stores.agents.create(new, actor=current_principal().name)
     except (ValidationError, ValueError, SignoffError) as exc:
         flash(f"Agent not created: {_problem(exc)}", "error")
         return redirect(url_for(".index"))
     flash(f"Agent {created.name} created (version {created.version}).", "info")
+    return redirect(url_for(".index"))
+
+
+@requires(Role.OPERATOR)
+def update_agent(name: str) -> ResponseReturnValue:
+    agents = services().stores.agents
+    try:
+        spec = agents.get(name).spec().model_dump() | _agent_fields()
+        updated = agents.update(
+            name, AgentSpec.model_validate(spec), actor=current_principal().name
+        )
+    except (ValidationError, ValueError, SignoffError) as exc:
+        flash(f"Agent {name} not changed: {_problem(exc)}", "error")
+        return redirect(url_for(".index"))
+    flash(f"Agent {name} is now version {updated.version}.", "info")
     return redirect(url_for(".index"))
 
 
@@ -110,6 +136,7 @@ def blueprint() -> Blueprint:
     bp = Blueprint("agents", __name__)
     bp.add_url_rule("/agents", view_func=index)
     bp.add_url_rule("/agents/new", view_func=create_agent, methods=["POST"])
+    bp.add_url_rule("/agents/<id:name>/update", view_func=update_agent, methods=["POST"])
     bp.add_url_rule("/agents/<id:name>/delete", view_func=delete_agent, methods=["POST"])
     bp.add_url_rule("/schedules/new", view_func=create_schedule, methods=["POST"])
     bp.add_url_rule(
