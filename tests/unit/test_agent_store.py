@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+
 import pytest
 import redis
 
+from shared.client.aio import AsyncClient
 from shared.errors import Conflict, InvalidInput, NotFound
+from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import AgentSpec, NewAgent
 from shared.models.config import ConversationOptions, ToolPolicy
 from shared.settings import Settings
@@ -107,3 +112,16 @@ def test_a_conversation_runs_as_the_agent_and_records_it(agents: AgentStore) -> 
         )
     plain = resolve_options(ConversationOptions(), settings, policy_may_loosen=True, agents=agents)
     assert (plain.agent, plain.agent_version, plain.policy_may_loosen) == (None, None, True)
+
+
+def test_the_async_client_names_an_agent_too(redis_server: EmbeddedRedis) -> None:
+    settings = Settings(redis_url=redis_server.url, key_prefix=f"aa{uuid.uuid4().hex[:8]}")
+
+    async def scenario() -> tuple[str | None, int | None, bool]:
+        async with AsyncClient(settings) as aclient:
+            aclient.agents.create(NewAgent(name="async", system_prompt="Hi."), actor="t")
+            made = await aclient.new_conversation(agent="async")
+            config = (await made.record()).config
+            return config.agent, config.agent_version, config.policy_may_loosen
+
+    assert asyncio.run(scenario()) == ("async", 1, False)
