@@ -247,3 +247,24 @@ def test_a_triggered_event_runs_the_agent_once(
     services_of(app).close()
     shown = run_cli(stack_env, "trigger", "show", "issues")
     assert "/api/v1/triggers/issues" in shown.stdout and secret not in shown.stdout
+
+
+def test_trigger_cli_lists_deletes_and_names_bad_definitions(
+    client: Client, stack_env: dict[str, str]
+) -> None:
+    client.stores.agents.create(NewAgent(name="sorter"), actor="test")
+    base = ["trigger", "create", "sorting", "--agent", "sorter", "--template"]
+    ghost = run_cli(stack_env, "trigger", "create", "t", "--agent", "ghost", "--template", "x")
+    assert ghost.exit_code == 2 and "ghost" in ghost.stderr
+    bad = run_cli(stack_env, *base, "{payload.a!r}")
+    assert bad.exit_code == 1 and "conversion" in bad.stderr
+    named = run_cli(stack_env, *base, "{payload.title}", "--description", "sorts things")
+    assert named.exit_code == 0, named.output
+    listed = run_cli(stack_env, "trigger", "list")
+    assert "sorting  agent=sorter  sorts things" in listed.stdout
+    assert "whsec_" not in listed.stdout
+    again = run_cli(stack_env, *base, "{payload.title}")
+    assert again.exit_code == 1 and "exists" in again.stderr
+    assert run_cli(stack_env, "trigger", "delete", "sorting").exit_code == 0
+    gone = run_cli(stack_env, "trigger", "delete", "sorting")
+    assert gone.exit_code == 2 and "no trigger 'sorting'" in gone.stderr
