@@ -7,9 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
@@ -39,13 +37,10 @@ EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Report", "body": 
 
 
 @pytest.fixture(scope="module")
-def stack_env(redis_server: EmbeddedRedis, workspace: Path) -> dict[str, str]:
+def stack_env(stack_env: dict[str, str]) -> dict[str, str]:
     """This module's worker retries quickly: 0.2 s, then 0.4 s; three attempts at most."""
     return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"wh{uuid.uuid4().hex[:8]}",
-        "SIGNOFF_FLUSH_INTERVAL_MS": "10",
-        "SIGNOFF_WORKSPACE_ROOTS": json.dumps([str(workspace)]),
+        **stack_env,
         "SIGNOFF_WEBHOOK_BACKOFF_S": str(BACKOFF_S),
         "SIGNOFF_WEBHOOK_MAX_ATTEMPTS": "3",
         "SIGNOFF_PUBLIC_URL": PUBLIC,
