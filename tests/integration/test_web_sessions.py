@@ -137,9 +137,9 @@ def sign_in(web: Web, *, password: str = ADMIN_PASSWORD, next_raw: str = "") -> 
 def test_sign_in_redirects_only_to_this_site(web: Web, raw: str) -> None:
     answer, _ = sign_in(web, next_raw=raw)
     assert answer.status == 302
-    assert answer.headers["Location"] == "/conversations"
+    assert answer.headers["Location"] == "/"
     form = web.request("GET", f"/sign-in?next={raw}")
-    assert form.status == 200 and 'name="next" value="/conversations"' in form.body
+    assert form.status == 200 and 'name="next" value="/"' in form.body
     kept, _ = sign_in(web, next_raw=quote("/usage?day=1", safe=""))
     assert kept.headers["Location"] == "/usage?day=1"
 
