@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.client import Client
-from shared.errors import Conflict, InvalidInput
+from shared.errors import Conflict, InvalidInput, NotFound
 from shared.models.triggers import TriggerFired
 from shared.store.triggers import TriggerStore, event_digest
 from shared.webhooks.prompt_template import PromptTemplate
-from shared.webhooks.signing import verify
+from shared.webhooks.signing import SignatureRefused, verify
 
 __all__ = ["DuplicateEvent", "fire", "trigger_owner"]
 
@@ -41,7 +41,10 @@ def trigger_owner(name: str) -> str:
 def fire(client: Client, name: str, headers: Mapping[str, str], body: str) -> TriggerFired:
     """Verifies, renders and starts; SignatureRefused, InvalidInput or DuplicateEvent if not."""
     store = TriggerStore(client.redis, client.keys)
-    trigger = store.get(name)
+    try:
+        trigger = store.get(name)
+    except NotFound:  # the same answer as a wrong signature: names are not probed from outside
+        raise SignatureRefused("the signature does not match") from None
     verified = verify(
         trigger.secret,
         headers,

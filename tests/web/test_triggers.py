@@ -92,9 +92,11 @@ def test_an_event_the_template_cannot_fill_is_a_422_and_can_be_sent_again(
     assert _fire(http, "evt-4").status_code == 202
 
 
-def test_unknown_trigger_is_a_404(http: FlaskClient) -> None:
-    answer = http.post("/api/v1/triggers/nothing", data="{}")
-    assert answer.status_code == 404 and "no trigger 'nothing'" in answer.text
+def test_an_unknown_trigger_answers_like_a_wrong_signature(http: FlaskClient) -> None:
+    """From outside, a name cannot be told from a secret that is wrong: no probing for names."""
+    unknown = http.post("/api/v1/triggers/nothing", data="{}")
+    assert unknown.status_code == 401 and "signature does not match" in unknown.text
+    assert "nothing" not in unknown.json["error"]["message"].replace("trigger nothing: ", "")
 
 
 def test_operators_manage_triggers_and_bad_definitions_are_named(

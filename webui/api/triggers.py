@@ -58,11 +58,12 @@ def _store() -> TriggerStore:
     request=TriggerEvent,
     response=TriggerFired,
     status=202,
-    errors=(400, 401, 404, 409, 413, 422),
+    errors=(400, 401, 409, 413, 422),
     description="Authenticated by the Standard Webhooks headers alone: `webhook-id` (the "
     "event's id), `webhook-timestamp` (Unix seconds, within SIGNOFF_TRIGGER_TOLERANCE_S of "
     "now) and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` "
-    "with the trigger's secret). A missing or bad signature is a 401; an id already "
+    "with the trigger's secret). A missing or bad signature is a 401, and so is an unknown "
+    "trigger (names cannot be probed); an id already "
     "received is a 409 naming the conversation it started.",
 )
 def fire_trigger(name: str) -> Response:
