@@ -1,8 +1,11 @@
-"""Web: SSE fan-out from one web process (connections, publish-to-last-client delay), inbox page time."""
+"""Web: SSE fan-out from one web process (500 and 2,000 clients), slowloris, SIGTERM with 1,000
+streams open, inbox page time."""
 
 from __future__ import annotations
 
 import asyncio
+import http.client
+import multiprocessing
 import os
 import re
 import resource
@@ -18,7 +21,7 @@ import httpx
 import redis
 from flask.testing import FlaskClient
 
-from bench.common import machine, median, percentile, timed, write_section
+from bench.common import machine, median, peak_rss_mb, percentile, timed, write_section
 from shared.client import Client
 from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.models.events import StepEvent
@@ -32,44 +35,30 @@ from webui import create_app
 from worker.writer import Flush, Writer
 
 ROOT = Path(__file__).resolve().parent.parent
+SIGNOFF = str(Path(sys.executable).with_name("signoff"))
 SSE_CLIENTS = 500
-THREADS = 600
+MANY_CLIENTS = 2000
 EVENTS = 200
 EVENT_GAP_S = 0.02
+SLOWLORIS = 500
+PROBES = 400
+STOP_STREAMS = 1000
 PENDING = 10_000
 PAGE_SAMPLES = 200
 _SEQ = re.compile(rb"bench-(\d+)-")
 WARM = 999_999
+CLOSING = b": closed: server shutting down"
 
 
 # The web process and what it holds
 
 
-def _gunicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    command = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "--worker-class",
-        "gthread",
-        "--workers",
-        "1",
-        "--threads",
-        str(THREADS),
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--timeout",
-        "0",
-        "--graceful-timeout",
-        "3",
-        "--backlog",
-        "2048",
-        "webui.wsgi:app",
-    ]
+def _web(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    """`signoff web` itself (gunicorn with Signoff's gevent worker), answering on `port`."""
     process = subprocess.Popen(
-        command,
+        [SIGNOFF, "web"],
         cwd=ROOT,
-        env={**os.environ, **env},
+        env={**os.environ, **env, "SIGNOFF_WEB_PORT": str(port)},
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
@@ -84,7 +73,16 @@ def _gunicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[byt
             pass
         time.sleep(0.1)
     process.kill()
-    raise RuntimeError(f"gunicorn did not answer in 30 s:\n{log.read_text()}")
+    raise RuntimeError(f"signoff web did not answer in 30 s:\n{log.read_text()}")
+
+
+def _stop_web(web: subprocess.Popen[bytes]) -> None:
+    web.terminate()
+    try:
+        web.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        web.kill()
+        web.wait()
 
 
 def _process_tree(pid: int) -> list[int]:
@@ -255,72 +253,279 @@ def _delays(seen: Reception) -> tuple[list[float], list[float], int]:
     return last, every, delivered
 
 
-def _sse(server: EmbeddedRedis, logs: Path) -> dict[str, Any]:
-    prefix = "benchweb"
-    settings = Settings(redis_url=server.url, key_prefix=prefix)
-    admin = redis.Redis.from_url(server.url, decode_responses=True)
-    token = TokenStore(admin, KeySpace(prefix)).create("bench", Role.VIEWER)
-    with Client(settings) as client:
-        cid = client.new_conversation().conversation_id
-    writer = Writer(
-        admin,
-        KeySpace(prefix),
-        settings,
-        cid,
-        token="",
-        turn_id="t1",
-        max_history_size=0,
-        model="m",
-    )
-    port = free_port()
-    env = {
-        "SIGNOFF_REDIS_URL": server.url,
-        "SIGNOFF_KEY_PREFIX": prefix,
-        "PYTHONPATH": str(ROOT),
-        "SIGNOFF_SECRET_KEY": uuid.uuid4().hex,
-        "SIGNOFF_SSE_HEARTBEAT_S": "15",
-    }
-    web = _gunicorn(env, port, logs / "gunicorn.log")
-    try:
-        idle = len(web_connections(web.pid, server.port, admin))
+class Setup:
+    """A private key prefix with a conversation, a viewer token and a writer for its events."""
 
-        def measure() -> tuple[list[dict[str, Any]], float, float, float]:
-            own = resource.getrusage(resource.RUSAGE_SELF)
-            return (
-                web_connections(web.pid, server.port, admin),
-                cpu_seconds(web.pid),
-                own.ru_utime + own.ru_stime,
-                time.monotonic(),
-            )
-
-        one, _, _ = asyncio.run(_fan_out(port, token, cid, writer, 1, measure))
-        many, (held, cpu_before, own_before, t0), (after, cpu_after, own_after, t1) = asyncio.run(
-            _fan_out(port, token, cid, writer, SSE_CLIENTS, measure)
+    def __init__(self, server: EmbeddedRedis, prefix: str) -> None:
+        settings = Settings(redis_url=server.url, key_prefix=prefix)
+        self.admin = redis.Redis.from_url(server.url, decode_responses=True)
+        self.token = TokenStore(self.admin, KeySpace(prefix)).create("bench", Role.VIEWER)
+        with Client(settings) as client:
+            self.cid = client.new_conversation().conversation_id
+        self.writer = Writer(
+            self.admin,
+            KeySpace(prefix),
+            settings,
+            self.cid,
+            token="",
+            turn_id="t1",
+            max_history_size=0,
+            model="m",
         )
-    finally:
-        web.terminate()  # open SSE streams keep it up to the graceful timeout
-        try:
-            web.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            web.kill()
-            web.wait()
-        admin.close()
-    single_last, _, _ = _delays(one)
-    last, every, delivered = _delays(many)
+        self.env = {
+            "SIGNOFF_REDIS_URL": server.url,
+            "SIGNOFF_KEY_PREFIX": prefix,
+            "PYTHONPATH": str(ROOT),
+            "SIGNOFF_SECRET_KEY": uuid.uuid4().hex,
+            "SIGNOFF_SSE_HEARTBEAT_S": "15",
+            "SIGNOFF_WEB_WORKERS": "1",  # one web process: every client on the same worker
+        }
+
+
+def _fan_out_stats(seen: Reception, before: Any, after: Any) -> dict[str, Any]:
+    held, cpu_before, own_before, t0 = before
+    after_conns, cpu_after, own_after, t1 = after
+    last, every, delivered = _delays(seen)
     return {
-        "idle": idle,
         "held": held,
-        "after": after,
-        "single": single_last,
+        "after": after_conns,
         "last": last,
         "cpu_s": cpu_after - cpu_before,
         "client_cpu_s": own_after - own_before,
         "wall_s": t1 - t0,
         "every": every,
         "delivered": delivered,
-        "connected": many.connected,
-        "failures": many.failures,
+        "connected": seen.connected,
+        "failures": seen.failures,
     }
+
+
+def _sse(server: EmbeddedRedis, logs: Path) -> dict[str, Any]:
+    """One client (the baseline), then SSE_CLIENTS, then MANY_CLIENTS, on one web process."""
+    setup = Setup(server, "benchweb")
+    port = free_port()
+    web = _web(setup.env, port, logs / "web-fanout.log")
+    try:
+        idle = len(web_connections(web.pid, server.port, setup.admin))
+
+        def measure() -> tuple[list[dict[str, Any]], float, float, float]:
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            return (
+                web_connections(web.pid, server.port, setup.admin),
+                cpu_seconds(web.pid),
+                own.ru_utime + own.ru_stime,
+                time.monotonic(),
+            )
+
+        def fan_out(clients: int) -> dict[str, Any]:
+            seen, before, after = asyncio.run(
+                _fan_out(port, setup.token, setup.cid, setup.writer, clients, measure)
+            )
+            return _fan_out_stats(seen, before, after)
+
+        one = fan_out(1)
+        many = fan_out(SSE_CLIENTS)
+        most = fan_out(MANY_CLIENTS)
+        rss = peak_rss_mb(_process_tree(web.pid)[-1])
+    finally:
+        _stop_web(web)  # streams end at once: no wait for the graceful timeout
+        setup.admin.close()
+    return {"idle": idle, "single": one["last"], "many": many, "most": most, "rss_mb": rss}
+
+
+# Slowloris: connections that send their headers a byte at a time
+
+
+async def _slowloris(port: int, stop: asyncio.Event, counts: dict[str, int]) -> None:
+    """One attacker's connection, reopened as soon as the server cuts it, until `stop`."""
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            counts["refused"] += 1
+            await asyncio.sleep(0.5)
+            continue
+        counts["opened"] += 1
+        try:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: bench\r\n")
+            while not stop.is_set():
+                await writer.drain()
+                try:  # the server answers nothing until the headers end: only a close
+                    if await asyncio.wait_for(reader.read(1), timeout=1.0) == b"":
+                        counts["cut"] += 1
+                        break
+                except TimeoutError:
+                    writer.write(b"X-Slow: a\r\n")  # one more header line a second
+        except OSError:
+            counts["cut"] += 1
+        finally:
+            writer.close()
+
+
+def _probe(port: int, path: str, headers: dict[str, str]) -> float:
+    """One request on a new connection, as a new visitor makes it: ms to the full answer."""
+    started = time.perf_counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", path, headers={**headers, "Connection": "close"})
+        response = connection.getresponse()
+        response.read()
+    finally:
+        connection.close()
+    elapsed = (time.perf_counter() - started) * 1000
+    assert response.status == 200, (path, response.status)
+    return elapsed
+
+
+def _probes(port: int, setup: Setup) -> tuple[list[float], list[float]]:
+    health, api = [], []
+    bearer = {"Authorization": f"Bearer {setup.token}"}
+    for _ in range(PROBES):
+        health.append(_probe(port, "/healthz", {}))
+        api.append(_probe(port, f"/api/v1/conversations/{setup.cid}", bearer))
+        time.sleep(0.02)
+    return health, api
+
+
+async def _attack(port: int, connections: int, counts: Any, stop: Any) -> None:
+    local = {"opened": 0, "cut": 0, "refused": 0}
+    done = asyncio.Event()
+    attackers = [asyncio.create_task(_slowloris(port, done, local)) for _ in range(connections)]
+    while not stop.is_set():
+        counts[:] = [local["opened"], local["cut"], local["refused"]]
+        await asyncio.sleep(0.1)
+    done.set()
+    await asyncio.gather(*attackers, return_exceptions=True)
+
+
+def _attacker(port: int, connections: int, counts: Any, stop: Any) -> None:
+    """The slow clients, in a process of their own (as an attacker is): the probes' latency
+    is then the server's, not the cost of sharing one interpreter with 500 sockets."""
+    asyncio.run(_attack(port, connections, counts, stop))
+
+
+def _under_slowloris(port: int, setup: Setup) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    counts = context.Array("i", 3)
+    stop = context.Event()
+    attacker = context.Process(target=_attacker, args=(port, SLOWLORIS, counts, stop))
+    attacker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while counts[0] < SLOWLORIS and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(2)  # all of them well into their headers
+        started = time.monotonic()
+        health, api = _probes(port, setup)
+        probing_s = time.monotonic() - started
+        opened, cut, refused = counts[:]
+    finally:
+        stop.set()
+        attacker.join(timeout=30)
+    return {
+        "health": health,
+        "api": api,
+        "held": opened - cut,
+        "probing_s": probing_s,
+        "opened": opened,
+        "cut": cut,
+        "refused": refused,
+    }
+
+
+def _slowloris_bench(server: EmbeddedRedis, logs: Path) -> dict[str, Any]:
+    """/healthz and an API read: alone (the baseline), then with SLOWLORIS slow clients held."""
+    setup = Setup(server, "benchslow")
+    port = free_port()
+    web = _web(setup.env, port, logs / "web-slowloris.log")
+    try:
+        alone_health, alone_api = _probes(port, setup)
+        attacked = _under_slowloris(port, setup)
+        header_timeout = Settings().web_header_timeout_s
+    finally:
+        _stop_web(web)
+        setup.admin.close()
+    return {
+        "alone_health": alone_health,
+        "alone_api": alone_api,
+        "header_timeout_s": header_timeout,
+        **attacked,
+    }
+
+
+# SIGTERM with streams open
+
+
+async def _stream_until_closed(
+    port: int, path: str, token: str, connected: list[int], closing: list[int]
+) -> None:
+    """One SSE client that reads until the server closes; notes whether it got the closing comment."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return
+    try:
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\n"
+            "Accept: text/event-stream\r\n\r\n".encode()
+        )
+        received = b""
+        while b"retry:" not in received:
+            chunk = await reader.read(4096)
+            if not chunk:
+                return
+            received += chunk
+        connected.append(1)
+        while chunk:
+            chunk = await reader.read(4096)
+            received = received[-200:] + chunk
+            if CLOSING in received:
+                closing.append(1)
+                received = b""
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+
+async def _sigterm(
+    web: subprocess.Popen[bytes], port: int, setup: Setup, streams: int
+) -> dict[str, Any]:
+    connected: list[int] = []
+    closing: list[int] = []
+    path = f"/api/v1/conversations/{setup.cid}/events"
+    tasks = [
+        asyncio.create_task(_stream_until_closed(port, path, setup.token, connected, closing))
+        for _ in range(streams)
+    ]
+    deadline = time.monotonic() + 60
+    while len(connected) < streams and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    opened = len(connected)
+    started = time.perf_counter()
+    web.terminate()
+    while web.poll() is None:
+        await asyncio.sleep(0.005)
+    exit_s = time.perf_counter() - started
+    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=10)
+    return {"opened": opened, "closing": len(closing), "exit_s": exit_s, "code": web.returncode}
+
+
+def _sigterm_bench(server: EmbeddedRedis, logs: Path) -> dict[str, Any]:
+    """SIGTERM to exit: with no stream (the baseline), then with STOP_STREAMS streams open."""
+    setup = Setup(server, "benchstop")
+    results = {}
+    for streams in (0, STOP_STREAMS):
+        port = free_port()
+        web = _web(setup.env, port, logs / f"web-stop-{streams}.log")
+        try:
+            results[streams] = asyncio.run(_sigterm(web, port, setup, streams))
+        finally:
+            if web.poll() is None:
+                web.kill()
+                web.wait()
+    setup.admin.close()
+    return {"idle": results[0], "streams": results[STOP_STREAMS]}
 
 
 # The inbox page
@@ -408,54 +613,97 @@ def _row(name: str, values: list[float], baseline: float, target: str = "") -> s
     )
 
 
+def _fan_out_row(name: str, stats: dict[str, Any], clients: int, single: float) -> str:
+    last = stats["last"]
+    p50, p99 = (median(last), percentile(last, 0.99)) if last else (float("nan"), float("nan"))
+    commands = ", ".join(sorted(str(c["cmd"]) for c in stats["held"]))
+    per_delivery = stats["cpu_s"] / max(stats["delivered"], 1) * 1e6
+    return (
+        f"| {name} | {stats['connected']} of {clients} | **{len(stats['held'])}** ({commands}) | "
+        f"{stats['delivered']:,} of {EVENTS * clients:,} | {p50:.1f} ({p50 / single:.0f}x) | "
+        f"**{p99:.1f}** ({p99 / single:.0f}x) | {median(stats['every']) if stats['every'] else 0:.1f} | "
+        f"{per_delivery:.0f} µs ({stats['cpu_s'] / stats['wall_s']:.2f} CPU) |"
+    )
+
+
+def _probe_row(name: str, values: list[float], baseline: list[float], target: str) -> str:
+    p99, base99 = percentile(values, 0.99), percentile(baseline, 0.99)
+    return (
+        f"| {name} | {median(values):.1f} | **{p99:.1f}** | {max(values):.1f} | "
+        f"{p99 / base99:.2f} | {target} |"
+    )
+
+
 def run() -> dict[str, float]:
     logs = Path("/tmp") / f"signoff-bench-web-{uuid.uuid4().hex[:6]}"
     logs.mkdir()
     with EmbeddedRedis() as server:
         sse = _sse(server, logs)
+        slow = _slowloris_bench(server, logs)
+        stop = _sigterm_bench(server, logs)
         pages = _inbox(server)
-    held = sse["held"]
-    commands = ", ".join(sorted(f"{c['cmd']}" for c in held))
-    p50, p99 = median(sse["last"]), percentile(sse["last"], 0.99)
+    many, most = sse["many"], sse["most"]
     single = median(sse["single"])
-    every50 = median(sse["every"])
     small = median(pages["small"])
+    idle_stop, stopped = stop["idle"], stop["streams"]
+    settings = Settings()
     write_section(
         "web",
         f"""
-## Web: SSE fan-out and the inbox page (`python -m bench web`)
+## Web: SSE fan-out, slow clients, shutdown and the inbox page (`python -m bench web`)
 
-One web process as `signoff web` runs it (gunicorn, gthread, 1 worker with {THREADS} threads) against a
-private redis-server; the clients run in the bench process, on the same machine: {machine()},
-{os.cpu_count()} CPUs.
+`signoff web` itself (gunicorn with Signoff's gevent worker, `webui/serving.py`), with
+`SIGNOFF_WEB_WORKERS=1` so that every client lands on one worker process, against a private
+redis-server; the clients run on the same machine: {machine()}, {os.cpu_count()} CPUs. Default
+settings otherwise (`SIGNOFF_WEB_REDIS_CONNECTIONS={settings.web_redis_connections}`,
+`SIGNOFF_WEB_HEADER_TIMEOUT_S={settings.web_header_timeout_s:g}`,
+`SIGNOFF_WEB_SHUTDOWN_TIMEOUT_S={settings.web_shutdown_timeout_s}`).
 
-**SSE fan-out.** {SSE_CLIENTS} concurrent SSE clients of one conversation (asyncio, one raw socket each,
-so that parsing costs the client next to nothing; bearer token; all connected at once), then {EVENTS} events
-published {EVENT_GAP_S * 1000:.0f} ms apart through the worker's writer (one Lua script: XADD + PUBLISH). The delay of an event is from just before its flush is
-sent to the moment the *last* of the {SSE_CLIENTS} clients has read it. Baseline: the same with one client.
-Redis connections are counted with CLIENT LIST, keeping the entries whose address is a socket of the
-web process (found in `/proc`): the live feed's one subscription, and the two command connections of the
-web process's bounded pool (`webui/services.py`; before it, the 500 concurrent connects opened 100
-connections and then failed with "Too many connections").
+**SSE fan-out.** N concurrent SSE clients of one conversation (asyncio in the bench process, one raw
+socket each, so that parsing costs the client next to nothing; bearer token; all connecting at
+once), then {EVENTS} events published {EVENT_GAP_S * 1000:.0f} ms apart through the worker's writer (one
+Lua script: XADD + PUBLISH). An event's delay is from just before its flush is sent to the moment
+the *last* of the N clients has read it; the ratio is to the same with one client (the baseline,
+p50 {single:.2f} ms). Redis connections are counted with CLIENT LIST, keeping the entries whose
+address is a socket of the web process (found in `/proc`), while the N clients are connected:
+the live feed's one subscription and the command connections of the bounded pool. Web CPU is
+the worker's, per delivery, while publishing. {EVENTS * MANY_CLIENTS / (EVENTS * EVENT_GAP_S):,.0f}
+deliveries a second (the {MANY_CLIENTS:,} clients) are more than one worker process's CPU: the
+delay then grows over the run; the machine's {os.cpu_count()} CPUs also run the clients and Redis.
 
-The delay is CPU: {SSE_CLIENTS} clients at one event per {EVENT_GAP_S * 1000:.0f} ms are
-{SSE_CLIENTS / EVENT_GAP_S:,.0f} deliveries a second, each a thread waking and a socket write in the web
-process, on a machine whose {os.cpu_count()} CPUs also run the clients and Redis. Events that queue up for
-a client are sent in one write.
+| clients | connected | Redis connections (target: at most 3) | deliveries | to last client p50 ms | p99 ms (target < 1,000 at {SSE_CLIENTS}) | to any client p50 ms | web CPU per delivery |
+|---|---|---|---|---|---|---|---|
+| 1 (baseline) | 1 of 1 | | | {single:.2f} | {percentile(sse["single"], 0.99):.2f} | | |
+{_fan_out_row(str(SSE_CLIENTS), many, SSE_CLIENTS, single)}
+{_fan_out_row(f"{MANY_CLIENTS:,}", most, MANY_CLIENTS, single)}
 
-| measure | value | target |
-|---|---|---|
-| clients connected | {sse["connected"]} of {SSE_CLIENTS} ({len(sse["failures"])} failed) | |
-| Redis connections of the web process, idle | {sse["idle"]} | |
-| Redis connections of the web process, {SSE_CLIENTS} clients connected | **{len(held)}** ({commands}) | at most 3 |
-| Redis connections after the events | {len(sse["after"])} | |
-| deliveries | {sse["delivered"]} of {EVENTS * SSE_CLIENTS} | all |
-| publish to last client, p50 | **{p50:.1f} ms** (ratio to one client: {p50 / single:.1f}) | |
-| publish to last client, p99 | **{p99:.1f} ms** (ratio to one client: {p99 / single:.1f}) | |
-| publish to any client, p50 (every delivery) | {every50:.1f} ms | |
-| one client (baseline), p50 | {single:.2f} ms | |
-| web process CPU per delivery (while publishing) | {sse["cpu_s"] / max(sse["delivered"], 1) * 1e6:.0f} µs ({sse["cpu_s"] / sse["wall_s"]:.1f} CPUs busy) | |
-| clients' CPU per delivery (the bench process, same machine) | {sse["client_cpu_s"] / max(sse["delivered"], 1) * 1e6:.0f} µs | |
+Redis connections of the web process with no client: {sse["idle"]}. Peak memory of the worker
+after the {MANY_CLIENTS:,} clients: {sse["rss_mb"]:.0f} MB.
+
+**Slowloris.** {SLOWLORIS} connections from another process, each sending a request line, then one
+header line a second, never ending its headers; the server cuts each at the header timeout and
+the attacker reopens it at once ({slow["opened"]:,} opened, {slow["cut"]:,} cut during the run, {slow["held"]}
+held at the end, {slow["refused"]} refused). Meanwhile {PROBES} `/healthz` and {PROBES} API reads
+(`GET /api/v1/conversations/<id>`, bearer token), one after the other, each on a new
+connection as a new visitor's, over {slow["probing_s"]:.1f} s (longer than the header timeout, so
+the waves of cuts and reconnections fall inside it). Baseline: the same probes with no slow client,
+in the same run.
+
+| request | p50 ms | p99 ms | max ms | p99 ratio to no slowloris | target |
+|---|---|---|---|---|---|
+{_probe_row("`/healthz`, no slowloris (baseline)", slow["alone_health"], slow["alone_health"], "")}
+{_probe_row(f"`/healthz`, {SLOWLORIS} slowloris held", slow["health"], slow["alone_health"], "p99 < 100 ms")}
+{_probe_row("API read, no slowloris (baseline)", slow["alone_api"], slow["alone_api"], "")}
+{_probe_row(f"API read, {SLOWLORIS} slowloris held", slow["api"], slow["alone_api"], "p99 < 200 ms")}
+
+**SIGTERM with streams open.** {STOP_STREAMS:,} SSE clients of one conversation connected (each has
+read the stream's first frame), then SIGTERM to `signoff web` (the gunicorn master); time until
+the process has exited. Baseline: the same with no stream.
+
+| streams open | exit after SIGTERM | streams that got the closing comment | exit status | target |
+|---|---|---|---|---|
+| 0 (baseline) | {idle_stop["exit_s"]:.2f} s | | {idle_stop["code"]} | |
+| {stopped["opened"]:,} | **{stopped["exit_s"]:.2f} s** ({stopped["exit_s"] / idle_stop["exit_s"]:.1f}x) | {stopped["closing"]:,} of {stopped["opened"]:,} | {stopped["code"]} | < 5 s |
 
 **Inbox page.** {PENDING:,} pending notifications written as the worker's `park` writes them (the
 notification hash and its index entries), half `send_email`, half `write_file`. Server time per request
@@ -474,14 +722,20 @@ requests each. Baseline: the inbox with 10 pending, measured in the same run; `/
 """,
     )
     return {
-        "connections_held": len(held),
-        "last_client_p50_ms": p50,
-        "last_client_p99_ms": p99,
+        "connections_held": len(many["held"]),
+        "connections_held_2000": len(most["held"]),
+        "connected_2000": most["connected"],
+        "last_client_p50_ms": median(many["last"]),
+        "last_client_p99_ms": percentile(many["last"], 0.99),
+        "last_client_p99_ms_2000": percentile(most["last"], 0.99) if most["last"] else -1,
         "single_client_p50_ms": single,
+        "delivered": many["delivered"],
+        "healthz_p99_ms_slowloris": percentile(slow["health"], 0.99),
+        "api_p99_ms_slowloris": percentile(slow["api"], 0.99),
+        "sigterm_exit_s_1000": stopped["exit_s"],
+        "closing_comments": stopped["closing"],
         "inbox_p50_ms": median(pages["/approvals"]),
         "inbox_p99_ms": percentile(pages["/approvals"], 0.99),
-        "inbox_small_p50_ms": small,
-        "delivered": sse["delivered"],
     }
 
 

@@ -249,16 +249,53 @@ class Settings(BaseSettings):
     sse_heartbeat_s: float = Field(
         15.0, gt=0, description="Comment sent to idle SSE clients this often."
     )
+    sse_max_lifetime_s: float = Field(
+        3600.0,
+        gt=0,
+        description="An SSE stream is ended after this long with a closing comment; "
+        "EventSource reconnects with Last-Event-ID and misses nothing.",
+    )
     web_workers: int = Field(2, gt=0, description="gunicorn worker processes of `signoff web`.")
-    web_threads: int = Field(
-        64, gt=0, description="Threads per gunicorn worker (SSE clients hold one)."
+    web_connections: int = Field(
+        4000,
+        ge=10,
+        le=100_000,
+        description="Connections one web worker process serves at once (event streams, kept-alive "
+        "and slow clients included): each is a greenlet, not a thread; beyond it, new connections "
+        "wait in the listen backlog.",
+    )
+    web_header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Time a client has to send a request's line and headers, from its connection "
+        "(or, on a kept-alive one, from the request's first byte); then it is disconnected.",
+    )
+    web_body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Time a client has to send a request's body, from the end of its headers; "
+        "then it is disconnected.",
+    )
+    web_send_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="A client that takes none of a response's bytes (an event stream's included) "
+        "for this long is disconnected.",
+    )
+    web_shutdown_timeout_s: int = Field(
+        3,
+        ge=1,
+        le=60,
+        description="On SIGTERM event streams end at once with a closing comment; requests in "
+        "flight get this long to finish before their worker is killed.",
     )
     web_redis_connections: int = Field(
-        16,
+        3,
         ge=2,
         le=1000,
-        description="Redis connections per web process (one is the live feed's); a request "
-        "waits up to SIGNOFF_REDIS_POOL_WAIT_S for one, then gets 503 with Retry-After.",
+        description="Redis connections per web worker process (one is the live feed's); a "
+        "request holds one for a round trip at a time, waits up to SIGNOFF_REDIS_POOL_WAIT_S for "
+        "one, then gets 503 with Retry-After.",
     )
 
     @field_validator("key_prefix")

@@ -3,9 +3,9 @@
 Built by `create_app` and kept on ``app.extensions["signoff"]``; views reach it
 through `services()`. Nothing here is created at import time.
 
-The Redis client has a small blocking pool: a web process may serve hundreds of
-threads (every SSE client holds one), and each request needs Redis for a few
-hundred microseconds, so threads wait their turn for a connection instead of
+The Redis client has a small blocking pool: a web worker serves thousands of
+connections as greenlets (`webui/serving.py`), and a request holds a connection
+for one round trip at a time, so greenlets wait their turn for one instead of
 opening one each (redis-py's default pool fails at 100 with "Too many
 connections"). One connection of the pool is the live feed's subscription.
 """
@@ -123,7 +123,12 @@ def build_services(settings: Settings) -> Services:
             per_minute=settings.login_attempts_per_minute,
             per_user_per_minute=settings.login_attempts_per_user_per_minute,
         ),
-        broadcaster=Broadcaster(client, keys.live_all(), ready_timeout_s=settings.redis_timeout_s),
+        broadcaster=Broadcaster(
+            client,
+            keys.live_all(),
+            ready_timeout_s=settings.redis_timeout_s,
+            max_lifetime_s=settings.sse_max_lifetime_s,
+        ),
     )
 
 

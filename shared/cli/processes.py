@@ -32,7 +32,7 @@ def beat() -> None:
 
 @click.command()
 def web() -> None:
-    """Serve the operator UI and the JSON API (gunicorn, gthread workers)."""
+    """Serve the operator UI and the JSON API (gunicorn, gevent workers)."""
     settings = load_settings()
     if not settings.secret_key.get_secret_value():
         # every gunicorn worker must sign sessions with the same key, or sign-in breaks

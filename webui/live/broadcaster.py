@@ -10,6 +10,13 @@ A client whose queue overflows is ended rather than allowed to skip events: it
 reconnects with Last-Event-ID and catches up from the stream. For the same reason,
 when the pub/sub connection drops (or redis-py silently re-subscribes after one),
 every client is ended, since events published meanwhile never reached them.
+
+A client is also ended when its stream has lived `max_lifetime_s` (it reconnects with
+Last-Event-ID), and every client is ended when the process stops (`close`), so that
+a stopping web worker is not held open by its streams.
+
+Under the web process's gevent worker the "thread" is a greenlet and the queues are
+cooperative: the same code serves thousands of clients from one OS thread.
 """
 
 from __future__ import annotations
@@ -44,11 +51,14 @@ class Broadcaster:
         *,
         queue_size: int = QUEUE_SIZE,
         ready_timeout_s: float = 5.0,
+        max_lifetime_s: float | None = None,
     ) -> None:
         self.client = client
         self.channel = channel
         self.queue_size = queue_size
         self.ready_timeout_s = ready_timeout_s
+        self.max_lifetime_s = max_lifetime_s
+        self._closed = False
         self._subscriptions: dict[str | None, set[Subscription]] = {}
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -59,8 +69,12 @@ class Broadcaster:
 
     def subscribe(self, conversation_id: str | None) -> Subscription:
         """Registers a client; returns once the channel subscription is live in Redis."""
-        subscription = Subscription(conversation_id, self.queue_size)
+        subscription = Subscription(
+            conversation_id, self.queue_size, max_lifetime_s=self.max_lifetime_s
+        )
         with self._lock:
+            if self._closed:
+                raise StorageError("the server is shutting down; reconnect")
             self._start()
             self._subscriptions.setdefault(conversation_id, set()).add(subscription)
         if not self._ready.wait(self.ready_timeout_s):
@@ -83,12 +97,17 @@ class Broadcaster:
             return sum(len(group) for group in self._subscriptions.values())
 
     def close(self) -> None:
-        """Stops the thread and ends every client."""
+        """Ends every client (each stream sends its closing comment) and stops the thread.
+
+        Later subscriptions are refused: the process is stopping.
+        """
+        with self._lock:
+            self._closed = True
         self._stop.set()
+        self._end_all("server shutting down")
         thread = self._thread
         if thread is not None:
             thread.join(timeout=5)
-        self._end_all("server shutting down")
 
     # The thread
 

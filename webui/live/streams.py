@@ -93,9 +93,11 @@ def _live(sub: Subscription, after: str | None, heartbeat_s: float) -> Iterator[
     events of one conversation: the global feed never compares them.
     """
     while not sub.ended:
-        batch = sub.get_batch(heartbeat_s)
+        left = sub.time_left()  # ends the subscription once its lifetime is up
+        wait = heartbeat_s if left is None else min(heartbeat_s, left)
+        batch = sub.get_batch(wait)
         if not batch:
-            if not sub.ended:
+            if not sub.ended and (left is None or left >= heartbeat_s):
                 yield comment("heartbeat")
             continue
         frames = []

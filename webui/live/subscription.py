@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import time
 from dataclasses import dataclass
 
 __all__ = ["LiveEvent", "Subscription"]
@@ -25,10 +26,22 @@ class LiveEvent:
 class Subscription:
     """One SSE client's bounded queue; `conversation_id` None follows every conversation."""
 
-    def __init__(self, conversation_id: str | None, queue_size: int) -> None:
+    def __init__(
+        self, conversation_id: str | None, queue_size: int, *, max_lifetime_s: float | None = None
+    ) -> None:
         self.conversation_id = conversation_id
         self.ended_reason: str | None = None
         self._queue: queue.Queue[LiveEvent | None] = queue.Queue(maxsize=queue_size)
+        self._ends_at = None if max_lifetime_s is None else time.monotonic() + max_lifetime_s
+
+    def time_left(self) -> float | None:
+        """Seconds until the stream's lifetime is up (ended then); None: no limit."""
+        if self._ends_at is None:
+            return None
+        left = self._ends_at - time.monotonic()
+        if left <= 0:
+            self.end("stream lifetime reached")
+        return max(left, 0.0)
 
     @property
     def ended(self) -> bool:
