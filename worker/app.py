@@ -9,6 +9,7 @@ from celery import Celery
 from shared.client.tasks import ADVANCE, SWEEP, celery_config
 from shared.settings import Settings, load_settings
 from shared.store.connection import connect
+from worker import broker
 from worker.runtime import Runtime
 from worker.webhook_tasks import register_webhooks
 
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 def create_celery(settings: Settings | None = None) -> Celery:
     """A worker app whose tasks share one Runtime (one Redis pool, one provider set)."""
     settings = settings or load_settings()
+    broker.install()
     app = Celery("signoff", set_as_current=False)
     app.conf.update(celery_config(settings))
     app.conf.update(

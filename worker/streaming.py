@@ -1,12 +1,16 @@
 """One model call, streamed: deltas coalesced over a short window, one flush per window.
 
 The main loop reads provider events; a ticker flushes deltas that have waited a
-full window, so a pause in the model never holds text back. Every flush reports
-whether abort was requested, and the loop closes the provider stream when it is.
+full window, so a pause in the model never holds text back. The ticker is one
+thread per worker process, reminded when a window opens (a thread per model call
+was started and joined twice in every one-turn leg). Every flush reports whether
+abort was requested, and the loop closes the provider stream when it is.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -61,13 +65,11 @@ class StepStreamer:
         self._done = threading.Event()
 
     def run(self, events: Iterator[ProviderEvent]) -> ModelOutput:
-        ticker = threading.Thread(target=self._tick, name="flush-ticker", daemon=True)
-        ticker.start()
         try:
             self._consume(events)
         finally:
-            self._done.set()
-            ticker.join()
+            with self._write_lock:  # a tick's flush under way ends first; none starts after
+                self._done.set()
             close = getattr(events, "close", None)
             if close is not None:
                 close()
@@ -94,7 +96,8 @@ class StepStreamer:
 
     def _buffer(self, event: ThinkingDelta | TextDelta) -> None:
         with self._lock:
-            if not self._thinking and not self._text:
+            opens = not self._thinking and not self._text
+            if opens:
                 self._oldest = time.monotonic()
             if isinstance(event, ThinkingDelta):
                 self._thinking.append(event.text)
@@ -105,19 +108,23 @@ class StepStreamer:
             due = time.monotonic() - self._oldest >= self.window_s
         if due:
             self.flush_deltas()
+        elif opens:
+            _TICKER.remind(self, self._oldest + self.window_s)
 
-    def _tick(self) -> None:
-        while not self._done.wait(max(self.window_s, 0.005)):
+    def tick(self) -> None:
+        """The ticker's call once a window has passed: flush what waited the whole window."""
+        with self._write_lock:
+            if self._done.is_set() or self._error is not None:
+                return
             with self._lock:
                 stale = (
                     self._thinking or self._text
                 ) and time.monotonic() - self._oldest >= self.window_s
             if stale:
                 try:
-                    self.flush_deltas()
+                    self._flush_pending()
                 except BaseException as exc:  # surfaced to the consuming thread
                     self._error = exc
-                    return
 
     def _raise_ticker_error(self) -> None:
         if self._error is not None:
@@ -145,9 +152,42 @@ class StepStreamer:
 
     def flush_deltas(self) -> None:
         with self._write_lock:  # take and write together, so flushes keep their order
-            event = self.take_pending()
-            if event is None:
-                return
-            result = self.writer.write(Flush(events=[event]))
+            self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        event = self.take_pending()
+        if event is None:
+            return
+        result = self.writer.write(Flush(events=[event]))
         if result.cancel_requested:
             self.cancel_requested = True
+
+
+class _Ticker:
+    """One thread that calls `StepStreamer.tick` when each open window is due."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, StepStreamer]] = []
+        self._order = itertools.count()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def remind(self, streamer: StepStreamer, at: float) -> None:
+        with self._wake:
+            heapq.heappush(self._due, (at, next(self._order), streamer))
+            if self._thread is None or not self._thread.is_alive():  # also after a fork
+                self._thread = threading.Thread(target=self._run, name="flush-ticker", daemon=True)
+                self._thread.start()
+            elif self._due[0][2] is streamer:
+                self._wake.notify()  # sooner than what the thread waits for
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                _, _, streamer = heapq.heappop(self._due)
+            streamer.tick()  # outside the lock: a flush is a round trip
+
+
+_TICKER = _Ticker()
