@@ -59,6 +59,7 @@ class TurnMachine:
         self.registry = registry
         self.providers = providers
         self.limiter = limiter
+        self._enabled_tools: list[str] | None = None
 
     def run(self) -> LegOutcome:
         leg = self.leg
@@ -202,8 +203,7 @@ class TurnMachine:
             or cp.model_calls + 1 >= limits.max_model_calls
             or leg.config.tool_selection is ToolSelection.NONE
         )
-        names = [n for n in self.registry.names() if policy_for(leg, self.registry, n) is not None]
-        tools = () if disabled else self.registry.specs(names)
+        tools = () if disabled else self.registry.specs(self._tool_names())
         selection = (
             ToolSelection.NONE
             if disabled or not tools
@@ -216,6 +216,14 @@ class TurnMachine:
             tool_selection=selection,
             response_schema=leg.config.response_schema,
         )
+
+    def _tool_names(self) -> list[str]:
+        """The tools offered to the model: decided once per leg (the policies it reads are)."""
+        if self._enabled_tools is None:
+            leg, registry = self.leg, self.registry
+            names = registry.names()
+            self._enabled_tools = [n for n in names if policy_for(leg, registry, n) is not None]
+        return self._enabled_tools
 
     def _messages(self) -> tuple[Message, ...]:
         window = self.leg.context()

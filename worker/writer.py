@@ -186,7 +186,8 @@ class Writer:
             if usage is not None:
                 day_key = self._keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
                 for name in USAGE_FIELDS:
-                    pipe.hincrby(day_key, f"{self.model}:{name}", getattr(usage, name))
+                    if count := getattr(usage, name):  # a missing counter reads as 0
+                        pipe.hincrby(day_key, f"{self.model}:{name}", count)
             if flush.notification is not None:
                 for key, members in index_commands(self._keys, flush.notification):
                     pipe.zadd(key, members)
