@@ -134,8 +134,8 @@ to the continuation's `running` status event reaching a subscriber.
 
 | measure | value | target |
 |---|---|---|
-| p50 | **{p50:.1f} ms** | 20 ms |
-| p99 | **{p99:.1f} ms** | 100 ms |
+| p50 | **{p50:.1f} ms** | 5 ms |
+| p99 | **{p99:.1f} ms** | 25 ms |
 
 **Memory.** `used_memory` growth of Redis for {PARKED:,} parked conversations (each: conversation,
 turn with its checkpoint, history, event stream, the notification, its delivery entries and index

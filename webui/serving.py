@@ -29,12 +29,14 @@ import logging
 import resource
 import socket
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import gevent
 import gevent.event
 import gevent.lock
+from gevent.monkey import MonkeyPatchWarning
 from gevent.pool import Pool
 from gevent.server import StreamServer
 from gunicorn.http.body import ChunkedReader, LengthReader
@@ -155,6 +157,14 @@ class Worker(GeventWorker):
     wsgi: Any
     limits: Limits
     _services: Services | None = None
+
+    def patch(self) -> None:
+        # The master imported the app's modules (and `ssl`) before the fork; the web reaches
+        # `ssl` only through redis-py's synchronous connections, which look the patched
+        # module up at call time (docs/architecture.md, "Serving"): no warning in every boot.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Monkey-patching ssl", MonkeyPatchWarning)
+            super().patch()
 
     def init_process(self) -> None:
         _raise_open_files_limit(self.cfg.worker_connections + 256)
