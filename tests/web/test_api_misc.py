@@ -100,7 +100,8 @@ def test_openapi_lists_every_route(app: Flask, http: FlaskClient, viewer: dict[s
         for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}:
             operation = paths[path][method.lower()]
             assert operation["responses"], (method, path)
-            if (method, path) in SIGNED_BY_THE_SENDER:  # no user: its own signature, a 401 without one
+            # no user: its own signature, a 401 without one
+            if (method, path) in SIGNED_BY_THE_SENDER:
                 assert "x-required-role" not in operation and "401" in operation["responses"]
             else:
                 assert operation["x-required-role"] in {r.value for r in Role}
