@@ -19,7 +19,7 @@ from typing import Any
 import redis
 
 from shared.client.drivers import drive
-from shared.client.follow import IdleWaiter, TurnFollower
+from shared.client.follow import IdleWaiter, TurnFollower, current_turn
 from shared.client.receiver import NotificationReceiver
 from shared.client.tasks import TaskSender
 from shared.errors import Conflict, NotFound
@@ -32,7 +32,7 @@ from shared.models.steps import Step, UsageMetadata
 from shared.settings import Settings, load_settings
 from shared.store.agents import resolve_options
 from shared.store.bundle import Stores
-from shared.store.connection import CLIENT_POOL, connect
+from shared.store.connection import CLIENT_POOL, connect, storage_errors
 from shared.store.conversations import ConversationRecord, Submission
 from shared.store.history import HistorySnapshot, HistoryStore
 from shared.validation import (
@@ -228,13 +228,18 @@ class Conversation:
         return TurnFollower(self.conversation_id, turn_id or self._current_turn(), after=after)
 
     def _current_turn(self) -> str:
-        record = self.record()
-        if record.active_turn:
-            return record.active_turn
-        queued = self.client.redis.lindex(self.client.keys.inbox(self.conversation_id), 0)
-        if queued:
-            return str(queued)
-        raise Conflict(f"conversation {self.conversation_id} has no running or queued turn")
+        """The running turn, else the next queued one, read in one transaction: a worker that
+        claims the queued turn between two separate reads would leave neither to be seen."""
+        cid, keys = self.conversation_id, self.client.keys
+        with (
+            storage_errors(f"reading the turns of conversation {cid}"),
+            self.client.redis.pipeline(transaction=True) as pipe,
+        ):
+            pipe.exists(keys.conversation(cid))
+            pipe.hget(keys.conversation(cid), "active_turn")
+            pipe.lindex(keys.inbox(cid), 0)
+            exists, active, queued = pipe.execute()
+        return current_turn(cid, exists, active, queued)
 
     def follow(self, follower: TurnFollower) -> Iterator[EventBase]:
         """Every event of the conversation from the follower's cursor until its turn ends.

@@ -16,7 +16,7 @@ from typing import Any
 
 from shared.client import Prompt
 from shared.client.drivers import drive_async
-from shared.client.follow import IdleWaiter, TurnFollower
+from shared.client.follow import IdleWaiter, TurnFollower, current_turn
 from shared.client.tasks import TaskSender
 from shared.errors import Conflict
 from shared.models.chunks import StreamChunk
@@ -207,15 +207,15 @@ class AsyncConversation:
         return drive_async(follower, self._wait_events, read_turn)
 
     async def _current_turn(self) -> str:
-        record = await self.record()
-        if record.active_turn:
-            return record.active_turn
-        inbox = self.client.keys.inbox(self.conversation_id)
-        with storage_errors(f"reading the inbox of conversation {self.conversation_id}"):
-            queued = await self.client.redis.lindex(inbox, 0)
-        if queued:
-            return str(queued)
-        raise Conflict(f"conversation {self.conversation_id} has no running or queued turn")
+        """As the sync client's: the running or next queued turn, read in one transaction."""
+        cid, keys = self.conversation_id, self.client.keys
+        with storage_errors(f"reading the turns of conversation {cid}"):
+            async with self.client.redis.pipeline(transaction=True) as pipe:
+                pipe.exists(keys.conversation(cid))
+                pipe.hget(keys.conversation(cid), "active_turn")
+                pipe.lindex(keys.inbox(cid), 0)
+                exists, active, queued = await pipe.execute()
+        return current_turn(cid, exists, active, queued)
 
     async def snapshot(self) -> HistorySnapshot:
         store = HistoryStore(self.client.store.client, self.client.keys, self.conversation_id)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from shared.errors import Cancelled, TurnFailed
+from shared.errors import Cancelled, Conflict, NotFound, TurnFailed
 from shared.models.chunks import ChunkFilter, StreamChunk
 from shared.models.events import (
     CancelledEvent,
@@ -36,6 +36,7 @@ __all__ = [
     "ReadRecord",
     "TerminalEvent",
     "TurnFollower",
+    "current_turn",
     "terminal_error",
     "terminal_from_record",
 ]
@@ -222,3 +223,17 @@ class IdleWaiter:
         self._check = False
         self.idle = record
         return []
+
+
+def current_turn(cid: str, exists: object, active: object, queued: object) -> str:
+    """The turn a follower without a turn id follows: the running one, else the next queued.
+
+    Takes one transaction's replies (the conversation exists, its active turn, its inbox head).
+    """
+    if not exists:
+        raise NotFound(f"conversation {cid} does not exist")
+    if active:
+        return str(active)
+    if queued:
+        return str(queued)
+    raise Conflict(f"conversation {cid} has no running or queued turn")
