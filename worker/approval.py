@@ -49,7 +49,8 @@ def decision_for(leg: Leg, call: ToolCall) -> Decision | None:
     nid = leg.checkpoint.approvals.get(call.id or call.name)
     if nid is None:
         return None
-    note = leg.notifications.get(nid)
+    claimed = leg.parked_note
+    note = claimed if claimed is not None and claimed.id == nid else leg.notifications.get(nid)
     if note.status is NotificationStatus.CANCELLED or note.resolution is None:
         return Decision(
             outcome=ToolOutcome(ok=False, error=f"{call.name} was cancelled"), denied=True

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from shared.models.config import ConversationConfig
+from shared.models.notifications import Notification
 from shared.models.steps import Step
 from shared.settings import Settings
 from shared.store.batches import BatchStore
@@ -43,6 +44,7 @@ class Leg:
     started: float = field(default_factory=time.monotonic)
     cancelled_at_start: bool = False
     flags: dict[str, str] = field(default_factory=dict)  # the conversation's hash, as claimed
+    parked_note: Notification | None = None  # the settled notification it resumes on, as claimed
     _operator_policy: OperatorPolicy | None = None
     _window: list[Step] | None = None
     _window_base: int = 0

@@ -15,9 +15,9 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from shared.errors import CorruptRecord, SignoffError
+from shared.errors import CorruptRecord, NotFound, SignoffError
 from shared.models.events import ConversationStatus
-from shared.models.notifications import NotificationStatus
+from shared.models.notifications import Notification, NotificationStatus
 from shared.settings import Settings
 from shared.store.bundle import Stores
 from shared.store.connection import storage_errors
@@ -40,13 +40,15 @@ __all__ = ["Runtime"]
 log = logging.getLogger(__name__)
 
 # KEYS: conv, inbox, meta (history), lease, fence
-# ARGV: turn key prefix ("<prefix>:{cid}:turn:"), lease token ('' to take the lease), ttl_ms
+# ARGV: turn key prefix ("<prefix>:{cid}:turn:"), lease token ('' to take the lease), ttl_ms,
+# notification key prefix ("<prefix>:{cid}:notification:"), the conversation id and a dot
 # Takes (or checks) the lease and the work together: the active turn, else the next
 # queued one made active. With no work it takes no lease, or lets the held one go, so
 # a prompt queued meanwhile always finds the lease free for its own `advance`.
 # A held conversation (a batch item its batch has not dispatched) is never started.
+# A parked turn's notification comes back too: a resumed leg needs no read of its own.
 # Returns {'busy'} | {'held'} | {'lost'} | {'idle'} | {'ok', token, turn id, conv, turn, appended,
-# queued}.
+# queued, parked notification (empty when not parked)}.
 _CLAIM = LuaScript(
     """
 local token = ARGV[2]
@@ -69,9 +71,14 @@ if token == '' then
   token = tostring(redis.call('INCR', KEYS[5]))
   redis.call('SET', KEYS[4], token, 'PX', ARGV[3])
 end
+local parked = redis.call('HGET', KEYS[1], 'parked_on') or ''
+local note = {}
+if parked ~= '' and string.sub(parked, 1, #ARGV[5]) == ARGV[5] then
+  note = redis.call('HGETALL', ARGV[4] .. string.sub(parked, #ARGV[5] + 1))
+end
 return {'ok', token, active, redis.call('HGETALL', KEYS[1]),
         redis.call('HGETALL', ARGV[1] .. active),
-        redis.call('HGET', KEYS[3], 'appended') or '0', redis.call('LLEN', KEYS[2])}
+        redis.call('HGET', KEYS[3], 'appended') or '0', redis.call('LLEN', KEYS[2]), note}
 """
 )
 
@@ -161,16 +168,19 @@ class Runtime:
             self.keys.fence(cid),
         ]
         turn_prefix = self.keys.turn(cid, "x")[:-1]
+        note_prefix = self.keys.notification(f"{cid}.x")[:-1]
+        argv = [turn_prefix, token, self.settings.lease_ttl_ms, note_prefix, f"{cid}."]
         with storage_errors(f"claiming work of conversation {cid}"):
-            return list(_CLAIM(self.client, keys, [turn_prefix, token, self.settings.lease_ttl_ms]))
+            return list(_CLAIM(self.client, keys, argv))
 
     def _leg(self, cid: str, claim: list[Any], lease: Lease) -> Leg | None:
-        _, _, tid, conv_flat, turn_flat, appended, queued = claim
+        _, _, tid, conv_flat, turn_flat, appended, queued, note_flat = claim
         flags = _as_dict(conv_flat)
         record = self.conversations.parse_get(cid, [flags, queued])
         cancelled = flags.get("cancel_turn") == tid
+        parked = self._parked_note(flags, _as_dict(note_flat))
         if record.status is ConversationStatus.WAITING_FOR_USER and not self._resumable(
-            flags, cancelled
+            parked, cancelled
         ):
             return None
         turn = self.conversations.parse_turn(cid, str(tid), _as_dict(turn_flat))
@@ -205,20 +215,29 @@ class Runtime:
             checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, str(tid)),
             cancelled_at_start=cancelled,
             flags=flags,
+            parked_note=None if cancelled else parked,
         )
         if config.batch_id:
             writer.on_flush = partial(on_batch_item_flush, self.batches, leg)
         return leg
 
-    def _resumable(self, flags: dict[str, str], cancelled: bool) -> bool:
-        """A parked turn goes on once its notification is settled, or when it is aborted."""
+    def _parked_note(self, flags: dict[str, str], raw: dict[str, str]) -> Notification | None:
+        """The notification a parked turn waits on, as the claim read it."""
         nid = flags.get("parked_on", "")
         if not nid:
+            return None
+        if not raw:
+            raise NotFound(f"notification {nid} does not exist")
+        return self.notifications.parse(nid, raw)
+
+    def _resumable(self, parked: Notification | None, cancelled: bool) -> bool:
+        """A parked turn goes on once its notification is settled, or when it is aborted."""
+        if parked is None:
             return True
         if cancelled:
-            self.notifications.cancel(nid)
+            self.notifications.cancel(parked.id)
             return True
-        return self.notifications.get(nid).status is not NotificationStatus.PENDING
+        return parked.status is not NotificationStatus.PENDING
 
     def _checkpoint(self, raw: str, cid: str, tid: str) -> TurnCheckpoint:
         if not raw:

@@ -96,6 +96,7 @@ def _needs_person(leg: Leg, registry: ToolRegistry, call: ToolCall) -> bool:
 
 def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: Decision) -> None:
     """Continues a parked call with the operator's decision, back in status running."""
+    _resume(leg)
     outcome = decision.outcome
     if outcome is None:
         assert decision.run_with is not None
@@ -107,13 +108,27 @@ def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: D
     elif decision.sticky == "batch" and leg.config.batch_id:
         leg.batches.allow_tool(leg.config.batch_id, call.name)
     _write_result(
-        leg,
-        decision.run_with or call,
-        outcome,
-        denied=decision.denied,
-        resumed=True,
-        allow_tool=allow_tool,
+        leg, decision.run_with or call, outcome, denied=decision.denied, allow_tool=allow_tool
     )
+
+
+def _resume(leg: Leg) -> None:
+    """Back in status running as soon as the decision is read, before an allowed call runs.
+
+    Its own flush: the call may take a while, and all that time the turn runs. A leg that
+    finds the turn running already (a crash after this flush) writes nothing again.
+    """
+    waiting = ConversationStatus.WAITING_FOR_USER.value
+    if leg.flags.get("status", waiting) != waiting:
+        return
+    leg.writer.write(
+        Flush(
+            turn_status=TurnStatus.RUNNING,
+            conversation_status=ConversationStatus.RUNNING,
+            parked_on="",
+        )
+    )
+    leg.flags["status"] = ConversationStatus.RUNNING.value
 
 
 def _decide_and_run(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOutcome:
@@ -179,10 +194,9 @@ def _write_result(
     outcome: ToolOutcome,
     *,
     denied: bool = False,
-    resumed: bool = False,
     allow_tool: str | None = None,
 ) -> None:
-    """Appends the call's result step; `resumed`: the turn goes on after a park."""
+    """Appends the call's result step, and the checkpoint past the call."""
     step = Step.tool_result(
         call,
         result_text(outcome, denied=denied),
@@ -204,9 +218,6 @@ def _write_result(
             events=[event],
             checkpoint=leg.saved_checkpoint(),
             tool_results=recorded,
-            turn_status=TurnStatus.RUNNING if resumed else None,
-            conversation_status=ConversationStatus.RUNNING if resumed else None,
-            parked_on="" if resumed else None,
             allow_tool=allow_tool,
         )
     )

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import redis
 from celery import Celery
 from kombu import Connection
 from kombu.exceptions import KombuError, LimitExceeded
 
+from shared.client.task_message import QueuedTask, TaskMessages
 from shared.errors import StorageError
 from shared.settings import Settings
 from shared.store.connection import PoolBound
@@ -26,6 +27,7 @@ __all__ = [
     "DELIVER_WEBHOOK",
     "SWEEP",
     "Advancer",
+    "QueuesAdvance",
     "TaskSender",
     "celery_config",
     "queue_name",
@@ -83,6 +85,13 @@ class Advancer(Protocol):
     def advance(self, conversation_id: str) -> None: ...
 
 
+@runtime_checkable
+class QueuesAdvance(Protocol):
+    """An advancer whose `advance` a script can queue itself, in the write that needs it."""
+
+    def queued_advance(self, conversation_id: str) -> QueuedTask: ...
+
+
 class TaskSender:
     """A producer-only Celery app: sends `advance` by name.
 
@@ -94,9 +103,18 @@ class TaskSender:
         self.settings = settings
         self.app = Celery("signoff-producer", set_as_current=False)
         self.app.conf.update(celery_config(settings))
+        self.messages = TaskMessages(
+            key_prefix=f"{settings.key_prefix}:celery:",
+            queue=queue_name(settings),
+            reply_to=self.app.thread_oid,
+        )
 
     def advance(self, conversation_id: str) -> None:
         self._send(ADVANCE, f"sending advance for conversation {conversation_id}", conversation_id)
+
+    def queued_advance(self, conversation_id: str) -> QueuedTask:
+        """`advance` as a message for a script to push (see `shared.client.task_message`)."""
+        return self.messages.task(ADVANCE, conversation_id)
 
     def sweep(self) -> None:
         self._send(SWEEP, "sending a sweep")

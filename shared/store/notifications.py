@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shared.client.task_message import QueuedTask
+from shared.client.tasks import QueuesAdvance
 from shared.errors import Conflict, CorruptRecord, InvalidInput, NotFound
 from shared.models.notifications import (
     RESOLUTION,
@@ -99,6 +101,7 @@ if deadline and new ~= 'expired' and now >= deadline then
 end
 redis.call('HSET', KEYS[1], 'status', new, 'resolution', resolution, 'resolved_by', actor,
            'resolved_at', at)
+if a.queue ~= '' then redis.call('LPUSH', a.queue, a.task) end
 emit(KEYS[2], a.maxlen, a.ttl_ms, a.channels, cjson.encode(
   {kind = 'notification', conversation_id = a.cid, turn_id = a.turn_id, notification_id = a.nid,
    notification_kind = 'interaction', status = new}))
@@ -133,9 +136,10 @@ class NotificationStore(AdvancingStore):
             raw: dict[str, str] = self.client.hgetall(self.keys.notification(nid))  # type: ignore[assignment]
         if not raw:
             raise NotFound(f"notification {nid} does not exist")
-        return self._parse(nid, raw)
+        return self.parse(nid, raw)
 
-    def _parse(self, nid: str, raw: dict[str, str]) -> Notification:
+    def parse(self, nid: str, raw: dict[str, str]) -> Notification:
+        """A notification from its hash, as HGETALL (or a script) returned it."""
         try:
             note = Notification.model_validate_json(raw["doc"])
             resolution = (
@@ -262,7 +266,7 @@ class NotificationStore(AdvancingStore):
             if not raw:
                 continue
             try:
-                found.append(self._parse(nid, raw))
+                found.append(self.parse(nid, raw))
             except CorruptRecord as exc:
                 if on_corrupt is None:
                     raise
@@ -396,7 +400,7 @@ class NotificationStore(AdvancingStore):
                 found.missing.append(nid)
                 continue
             try:
-                found.notes.append(self._parse(nid, raw))
+                found.notes.append(self.parse(nid, raw))
             except CorruptRecord as exc:
                 log.warning("left in the indexes: %s", exc)
                 found.corrupt.append(nid)
@@ -436,18 +440,22 @@ class NotificationStore(AdvancingStore):
         """
         now = time.time()
         keys = [self.keys.notification(note.id), self.keys.events(note.conversation_id)]
+        queued = None  # `advance` pushed by the script itself, when this store can build it
+        if advance and isinstance(self.tasks, QueuesAdvance):
+            queued = self.tasks.queued_advance(note.conversation_id)
         with storage_errors(f"resolving notification {note.id}"):
-            argument = self._cas_argument(note, status, decision, actor, now)
+            argument = self._cas_argument(note, status, decision, actor, now, queued)
             reply = _RESOLVE(self.client, keys, [argument])
+        send = advance and queued is None
         if reply[0] == "early":
             return False
         if reply[0] == "expired_now":
             at = float(reply[1])
-            self._settled(note, NotificationStatus.EXPIRED, EXPIRED, EXPIRY_ACTOR, at, advance)
+            self._settled(note, NotificationStatus.EXPIRED, EXPIRED, EXPIRY_ACTOR, at, send)
             raise _conflict(note, [NotificationStatus.EXPIRED.value, EXPIRY_ACTOR, reply[1], ""])
         if reply[0] != "ok":
             raise _conflict(note, reply)
-        self._settled(note, status, decision, actor, now, advance)
+        self._settled(note, status, decision, actor, now, send)
         return True
 
     def _settled(
@@ -459,10 +467,16 @@ class NotificationStore(AdvancingStore):
         at: float,
         advance: bool,
     ) -> None:
-        """What follows a compare-and-set: indexes, audit, then the conversation's next leg."""
-        self._after(note, status, decision, actor, at)
-        if advance and self.tasks is not None:
-            self.tasks.advance(note.conversation_id)
+        """What follows a compare-and-set: the conversation's next leg, then indexes and audit.
+
+        The leg is asked for first, so that the turn goes on while these are written: they
+        are written even if the ask fails (the sweep re-sends `advance` for such a turn).
+        """
+        try:
+            if advance and self.tasks is not None:
+                self.tasks.advance(note.conversation_id)
+        finally:
+            self._after(note, status, decision, actor, at)
 
     def _cas_argument(
         self,
@@ -471,9 +485,12 @@ class NotificationStore(AdvancingStore):
         decision: Resolution | None,
         actor: str,
         now: float,
+        queued: QueuedTask | None,
     ) -> str:
         return json.dumps(
             {
+                "queue": queued.key if queued else "",
+                "task": queued.message if queued else "",
                 "status": status.value,
                 "resolution": decision.model_dump_json() if decision else "",
                 "actor": actor,

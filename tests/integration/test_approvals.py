@@ -14,6 +14,7 @@ import pytest
 from shared.client import Client
 from shared.errors import Cancelled, Conflict, InvalidInput, NotFound
 from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.events import ConversationStatus
 from shared.models.notifications import Allow, Deny, NotificationKind, NotificationStatus, Submit
 from shared.models.steps import StepStatus, StepType
 from shared.settings import Settings
@@ -273,3 +274,54 @@ def test_delivery_is_exclusive_at_least_once_and_reclaimed(client: Client) -> No
         client.keys.conversation_notifications(conversation.conversation_id), "ui"
     )
     assert pending["pending"] == 0
+
+
+def test_the_resolution_queues_its_own_continuation_and_the_turn_runs_with_the_call(
+    own_stack: tuple[dict[str, str], Client], effects: Path
+) -> None:
+    """The compare-and-set pushes `advance` itself, as Celery would; `running` while it runs."""
+    env, client = own_stack
+    parker = WorkerProcess(env, concurrency=1, name="parker").start()
+    try:
+        conversation = client.new_conversation(tools={"record_effect": "ask"})
+        turn = conversation.send(effect_prompt("slow-call"))
+        [note] = parked(conversation)
+    finally:
+        parker.stop()
+    queue = client.tasks.messages.key
+    events_key = client.keys.events(conversation.conversation_id)
+    [(parked_at, _)] = client.redis.xrevrange(events_key, count=1)
+    assert client.redis.llen(queue) == 0
+    client.resolve_notification(note.id, Allow(), actor="gina")
+    with pytest.raises(Conflict):
+        client.resolve_notification(note.id, Deny(reason="too late"), actor="hal")
+    [ours] = client.redis.lrange(queue, 0, -1)
+    client.tasks.advance(conversation.conversation_id)  # what Celery's own send_task queues
+    celerys = client.redis.lpop(queue)
+    assert celerys is not None
+    mine, theirs = json.loads(ours), json.loads(celerys)
+    assert mine.keys() == theirs.keys()
+    assert mine["headers"].keys() == theirs["headers"].keys()
+    assert mine["properties"].keys() == theirs["properties"].keys()
+    for same in ("content-type", "content-encoding", "body"):
+        assert mine[same] == theirs[same]
+    assert mine["headers"]["task"] == theirs["headers"]["task"] == "signoff.advance"
+    assert mine["properties"]["delivery_info"] == theirs["properties"]["delivery_info"]
+    assert mine["headers"]["id"] != theirs["headers"]["id"]
+
+    slow = {**env, "SIGNOFF_TEST_EFFECT_DELAY_S": "3"}
+    runner = WorkerProcess(slow, concurrency=1, name="runner").start()
+    try:
+        deadline = time.monotonic() + 20
+        while " slow-call\n" not in (effects.read_text() if effects.exists() else ""):
+            assert time.monotonic() < deadline, "the allowed call never ran"
+            time.sleep(0.02)
+        assert conversation.status is ConversationStatus.RUNNING  # while the call still runs
+        assert not conversation.is_idle
+        conversation.wait_for_turn(turn, timeout=30)
+    finally:
+        runner.stop()
+    after = client.redis.xrange(events_key, min=f"({parked_at}")
+    statuses = [json.loads(f["e"])["status"] for _, f in after if '"kind":"status"' in f["e"]]
+    assert statuses.count("running") == 1, statuses
+    assert statuses[-1] == "idle"
