@@ -45,7 +45,7 @@ class Leg:
     cancelled_at_start: bool = False
     flags: dict[str, str] = field(default_factory=dict)  # the conversation's hash, as claimed
     parked_note: Notification | None = None  # the settled notification it resumes on, as claimed
-    _operator_policy: OperatorPolicy | None = None
+    policy: OperatorPolicy | None = None  # the operator's tool rules, when read with the claim
     _window: list[Step] | None = None
     _window_base: int = 0
 
@@ -74,10 +74,10 @@ class Leg:
         return self.checkpoint.model_copy(deep=True)
 
     def operator_policy(self) -> OperatorPolicy:
-        """The operator's tool rules: read on first use in this leg, then reused."""
-        if self._operator_policy is None:
-            self._operator_policy = self.policies.load()
-        return self._operator_policy
+        """The operator's tool rules: read with the claim or on first use, then reused."""
+        if self.policy is None:
+            self.policy = self.policies.load()
+        return self.policy
 
     def cancel_requested(self) -> bool:
         """Whether abort reached this turn: read at the leg's start, then from every flush."""

@@ -22,7 +22,7 @@ from shared.settings import Settings
 from shared.store.bundle import Stores
 from shared.store.connection import storage_errors
 from shared.store.lua import LuaScript
-from shared.store.policy import ToolInfo
+from shared.store.policy import OperatorPolicy, ToolInfo
 from shared.store.rate_limit import RateLimiter
 from worker.batch_end import on_batch_item_flush
 from worker.checkpoint import TurnCheckpoint
@@ -125,14 +125,14 @@ class Runtime:
 
     def advance(self, cid: str) -> str:
         """One leg for conversation `cid`; returns what happened, for logs and tests."""
-        claim = self._claim(cid, "")
+        claim, policy = self._first_claim(cid)
         if claim[0] != "ok":
             return str(claim[0])
         lease = Lease(self.client, self.keys, cid, str(claim[1]), self.settings.lease_ttl_ms)
         lease.start_renewing()
         released = False
         try:
-            outcome, released = self._run(cid, lease, claim)
+            outcome, released = self._run(cid, lease, claim, policy)
         except LeaseLost:
             log.warning("conversation %s: lease lost; another worker continues", cid)
             return "lost"
@@ -142,11 +142,14 @@ class Runtime:
             self.send_advance(cid)
         return outcome
 
-    def _run(self, cid: str, lease: Lease, claim: list[Any]) -> tuple[str, bool]:
+    def _run(
+        self, cid: str, lease: Lease, claim: list[Any], policy: OperatorPolicy | None
+    ) -> tuple[str, bool]:
         """Runs turns until none is left (the claim let the lease go), a park, or the slice ends."""
         started = time.monotonic()
         while time.monotonic() - started < self.settings.leg_time_slice_s:
-            leg = self._leg(cid, claim, lease)
+            leg = self._leg(cid, claim, lease, policy)
+            policy = None  # a later turn of this leg reads the rules again, when it needs them
             if leg is None:
                 return "parked", False
             result = TurnMachine(leg, self.registry, self.providers, self.limiter).run()
@@ -159,7 +162,28 @@ class Runtime:
                 raise LeaseLost(f"lease of conversation {cid} expired between turns")
         return "yielded", False
 
+    def _first_claim(self, cid: str) -> tuple[list[Any], OperatorPolicy]:
+        """The claim, and the operator's tool rules read in the same round trip.
+
+        Every turn needs the rules (the tools a model is offered); the rules are not in the
+        conversation's slot, so they are read beside the script, not by it.
+        """
+        keys, argv = self._claim_arguments(cid, "")
+        with (
+            storage_errors(f"claiming work of conversation {cid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            _CLAIM(pipe, keys, argv)
+            pipe.hgetall(self.keys.policy_rules())
+            claim, rules = pipe.execute()
+        return list(claim), self.policies.parse(rules)
+
     def _claim(self, cid: str, token: str) -> list[Any]:
+        keys, argv = self._claim_arguments(cid, token)
+        with storage_errors(f"claiming work of conversation {cid}"):
+            return list(_CLAIM(self.client, keys, argv))
+
+    def _claim_arguments(self, cid: str, token: str) -> tuple[list[str], list[Any]]:
         keys = [
             self.keys.conversation(cid),
             self.keys.inbox(cid),
@@ -169,11 +193,11 @@ class Runtime:
         ]
         turn_prefix = self.keys.turn(cid, "x")[:-1]
         note_prefix = self.keys.notification(f"{cid}.x")[:-1]
-        argv = [turn_prefix, token, self.settings.lease_ttl_ms, note_prefix, f"{cid}."]
-        with storage_errors(f"claiming work of conversation {cid}"):
-            return list(_CLAIM(self.client, keys, argv))
+        return keys, [turn_prefix, token, self.settings.lease_ttl_ms, note_prefix, f"{cid}."]
 
-    def _leg(self, cid: str, claim: list[Any], lease: Lease) -> Leg | None:
+    def _leg(
+        self, cid: str, claim: list[Any], lease: Lease, policy: OperatorPolicy | None
+    ) -> Leg | None:
         _, _, tid, conv_flat, turn_flat, appended, queued, note_flat = claim
         flags = _as_dict(conv_flat)
         record = self.conversations.parse_get(cid, [flags, queued])
@@ -216,6 +240,7 @@ class Runtime:
             cancelled_at_start=cancelled,
             flags=flags,
             parked_note=None if cancelled else parked,
+            policy=policy,
         )
         if config.batch_id:
             writer.on_flush = partial(on_batch_item_flush, self.batches, leg)

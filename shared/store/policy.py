@@ -229,6 +229,10 @@ class PolicyStore:
         """Every rule; a rule that does not parse is skipped (and logged), never fatal."""
         with storage_errors("reading the tool policy"):
             raw: dict[str, str] = self.client.hgetall(self.keys.policy_rules())  # type: ignore[assignment]
+        return self.parse(raw)
+
+    def parse(self, raw: dict[str, str]) -> OperatorPolicy:
+        """The rules from their hash, as HGETALL returned it (a bad rule: skipped, logged)."""
         rules = []
         for field, value in sorted(raw.items()):
             try:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from shared.client import Client, Conversation
+from shared.client.tasks import TaskSender
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.config import ConversationConfig
 from shared.models.events import ConversationStatus
@@ -191,13 +192,42 @@ class DiesAfterTheCompareAndSet(NotificationStore):
         raise ResolverDied
 
 
+class SendsAdvanceAfterTheWrite:
+    """An advancer whose `advance` no script can queue (as the worker's own stores have)."""
+
+    def __init__(self, tasks: TaskSender) -> None:
+        self.tasks = tasks
+
+    def advance(self, conversation_id: str) -> None:
+        self.tasks.advance(conversation_id)
+
+
+def test_a_resolution_whose_continuation_is_queued_by_its_write_survives_the_resolver(
+    client: Client, effects: Path
+) -> None:
+    conversation = client.new_conversation(tools={"record_effect": "ask"})
+    turn = conversation.send(effect_prompt("queued-by-the-write"))
+    note = parked(conversation)[0]
+    dying = DiesAfterTheCompareAndSet(client.redis, client.keys, client.settings, client.tasks)
+    with pytest.raises(ResolverDied):
+        dying.resolve(note.id, Allow(), actor="ops")
+    conversation.wait_for_turn(turn, timeout=30)  # no sweep needed: the write queued `advance`
+    assert effects.read_text().count(" queued-by-the-write\n") == 1
+    assert audit_of(client, note.id) == []
+    swept = sweeper(client).sweep()
+    assert note.id in swept.reconciled.dropped and swept.reconciled.advanced == []
+    assert swept.reconciled.reaudited == [note.id]
+    assert_unindexed(client, note)
+
+
 def test_a_resolution_whose_clean_up_was_lost_is_cleaned_and_resumed(
     client: Client, effects: Path
 ) -> None:
     conversation = client.new_conversation(tools={"record_effect": "ask"})
     turn = conversation.send(effect_prompt("half-resolved"))
     note = parked(conversation)[0]
-    dying = DiesAfterTheCompareAndSet(client.redis, client.keys, client.settings, client.tasks)
+    by_celery = SendsAdvanceAfterTheWrite(client.tasks)
+    dying = DiesAfterTheCompareAndSet(client.redis, client.keys, client.settings, by_celery)
     with pytest.raises(ResolverDied):
         dying.resolve(note.id, Allow(), actor="ops")
     assert client.notifications.get(note.id).status is NotificationStatus.RESOLVED

@@ -7,7 +7,7 @@ import redis
 
 from shared.models.events import EVENT, ConversationStatus, StatusEvent, StepEvent, TurnStatus
 from shared.models.notifications import DeliveryEntry, PassiveEvent
-from shared.models.steps import Step, StepStatus
+from shared.models.steps import Step, StepStatus, UsageMetadata
 from shared.settings import Settings
 from shared.store.keys import KeySpace
 from worker.flush import Flush, TurnEnd
@@ -91,3 +91,23 @@ def test_a_fenced_flush_writes_nothing(
             Flush(steps=[step], turn_status=TurnStatus.RUNNING, parked_on="")
         )
     assert real_redis.keys(f"{keys.prefix}:*") == [keys.lease(CID)]
+
+
+def test_a_flush_after_redis_forgot_its_scripts_still_writes_once(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    """A flush with usage goes by digest in a pipeline; NOSCRIPT runs the script again."""
+    step = Step.model_response(turn_id=TID, index=0, status=StepStatus.DONE, content="hi")
+    usage = UsageMetadata(prompt_token_count=3, total_token_count=3)
+    flusher = writer(real_redis, keys, settings)
+    flusher.write(Flush(steps=[step], usage=usage))
+    real_redis.script_flush()
+    again = Step.model_response(turn_id=TID, index=1, status=StepStatus.DONE, content="again")
+    flusher.write(Flush(steps=[again], usage=usage))
+    assert real_redis.lrange(keys.steps(CID), 0, -1) == [
+        step.model_dump_json(),
+        again.model_dump_json(),
+    ]
+    [day] = real_redis.keys(keys.usage_by_day("*"))
+    assert real_redis.hget(day, "m:prompt_token_count") == "6"
+    assert flusher.next_position == 2
