@@ -147,6 +147,13 @@ class Settings(BaseSettings):
         description="A schedule's fire handled later than this after its due time was missed "
         "(beat was down): it runs once or is skipped, by the schedule's `missed` policy.",
     )
+    schedule_claim_lease_s: float = Field(
+        30.0,
+        gt=0,
+        le=3_600,
+        description="A slot claimed by a beat and not fired this long after (the beat died) is "
+        "taken over by another beat, which fires it once (or skips it, if it was missed).",
+    )
     leg_time_slice_s: float = Field(
         300.0, gt=0, description="A leg yields its worker after this long."
     )
@@ -213,6 +220,13 @@ class Settings(BaseSettings):
     )
     webhook_backoff_max_s: float = Field(
         300.0, gt=0, le=600, description="The longest wait between two attempts of a delivery."
+    )
+    webhook_retry_grace_s: float = Field(
+        60.0,
+        gt=0,
+        le=3_600,
+        description="A pending delivery whose next attempt is overdue by this much (its task "
+        "was lost with a killed worker) is sent again by a worker's webhook dispatcher.",
     )
     webhook_log_size: int = Field(
         1_000, ge=10, le=100_000, description="Deliveries kept in the log (the oldest go first)."

@@ -6,8 +6,9 @@ period. Any number of beat processes may run it: a slot is run by whichever clai
 (`ScheduleStore.claim`). A slot found more than `schedule_misfire_s` late, or with later
 slots already due too, was missed while no beat ran: it is run once or skipped, by the
 schedule's `missed` policy, and the schedule goes on from the first slot after now.
-Claims go up to CLAIM_BATCH to a round trip, so a beat killed between a claim and its runs
-loses those fires: at most once per slot.
+Claims go up to CLAIM_BATCH to a round trip, and each claim stays recorded until its fire
+is: a slot claimed by a beat that died before firing it is taken over, once among beats,
+after `schedule_claim_lease_s`, and fired then (or skipped, if by then it counts as missed).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = ["CLAIM_BATCH", "ScheduleFirer"]
 
 log = logging.getLogger(__name__)
 
-CLAIM_BATCH = 16  # slots claimed in one round trip; a beat killed after a claim loses these
+CLAIM_BATCH = 16  # slots claimed in one round trip; a killed beat's are reclaimed later
 
 
 class ScheduleFirer:
@@ -54,9 +55,26 @@ class ScheduleFirer:
         handled = 0
         for start in range(0, len(due), CLAIM_BATCH):
             handled += self._claim_and_fire(due[start : start + CLAIM_BATCH], schedules, now)
+        handled += self._recover(now)
         for name in self.store.waiting():
             handled += self._release(name)
         return handled
+
+    def _recover(self, now: float) -> int:
+        """Fires the slots that a beat claimed and died before firing."""
+        stale = self.store.stale_claims(now, self.settings.schedule_claim_lease_s)
+        taken = self.store.reclaim(stale, now=now)
+        schedules = self.store.get_many([claim.name for claim in taken])
+        for claim in taken:
+            schedule = schedules.get(claim.name)
+            if isinstance(schedule, Schedule):
+                log.warning(
+                    "schedule %s: slot %d was claimed, never fired", claim.name, claim.due_ms
+                )
+                self._slot(schedule, claim.due_ms, now)
+            else:  # deleted or unreadable since: nothing to fire
+                self.store.drop_claim(claim.name, claim.due_ms)
+        return len(taken)
 
     def _claim_and_fire(
         self,
@@ -74,7 +92,7 @@ class ScheduleFirer:
             elif schedule is not None:
                 upcoming = schedule.next_after(max(now, due_ms / 1000))
             slots.append((name, due_ms, None if upcoming is None else to_ms(upcoming)))
-        won = self.store.claim(slots)
+        won = self.store.claim(slots, now=now)
         handled = 0
         for name, due_ms in due:
             schedule = schedules.get(name)

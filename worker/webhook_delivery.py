@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import httpx
 
@@ -21,12 +22,13 @@ from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore
 from shared.webhooks.signing import signed_headers
 
-__all__ = ["Deliverer", "backoff_s"]
+__all__ = ["Deliverer", "Retry", "backoff_s"]
 
 log = logging.getLogger(__name__)
 
 USER_AGENT = "Signoff-Webhooks/1"
 _ERROR_CHARS = 300
+_LOCK_SPARE_S = 5.0  # an attempt's lock outlasts its request timeout by this much
 
 
 def backoff_s(settings: Settings, attempts_made: int) -> float:
@@ -37,6 +39,14 @@ def backoff_s(settings: Settings, attempts_made: int) -> float:
             settings.webhook_backoff_max_s,
         )
     )
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The next attempt of a delivery: after `wait_s`, with `made` attempts made before it."""
+
+    wait_s: float
+    made: int
 
 
 class Deliverer:
@@ -54,11 +64,27 @@ class Deliverer:
             headers={"user-agent": USER_AGENT},
         )
 
-    def attempt(self, did: str) -> float | None:
-        """One attempt of a pending delivery; returns the wait before the next, or None."""
+    def attempt(self, did: str, seen: int | None = None) -> Retry | None:
+        """One attempt of a pending delivery; returns when to make the next, or None.
+
+        `seen` is how many attempts (this round) the task's sender saw made: a copy of a
+        task whose attempt another copy already made (the sweep re-sent a retry lost with a
+        worker, and then the lost one turned up after all), or one that finds another
+        attempt in flight, does nothing, so each attempt is sent and counted once."""
+        if not self.deliveries.lock_attempt(did, self.settings.webhook_timeout_s + _LOCK_SPARE_S):
+            return None
+        try:
+            return self._attempt(did, seen)
+        finally:
+            self.deliveries.unlock_attempt(did)
+
+    def _attempt(self, did: str, seen: int | None) -> Retry | None:
         delivery = self.deliveries.get(did)
         if delivery.status is not DeliveryStatus.PENDING:
+            self.deliveries.settled(did)
             return None  # already delivered, or given up and not re-sent since
+        if seen is not None and seen != delivery.attempts_this_round:
+            return None  # a stale copy: the attempt it was for is made
         try:
             endpoint = self.endpoints.get(delivery.endpoint_id)
         except NotFound:
@@ -81,7 +107,7 @@ class Deliverer:
             made,
             result.status_code if result.status_code is not None else result.error,
         )
-        return wait
+        return None if wait is None else Retry(wait_s=wait, made=made)
 
     def _post(self, url: str, secret: str, delivery: WebhookDelivery) -> DeliveryAttempt:
         started = time.time()

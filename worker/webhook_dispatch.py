@@ -6,6 +6,12 @@ them. An event is acknowledged once its deliveries are logged and sent; the entr
 dispatcher that died are claimed by another after `RECLAIM_IDLE_MS`. Dispatching twice
 is harmless: delivery ids come from the event and the endpoint, and only a delivery
 never tried and older than a reclaim is sent again.
+
+The dispatcher also sweeps for lost retries: a retry waits out its backoff as a Celery
+countdown inside one worker, so a worker killed meanwhile takes it along until Celery
+redelivers it (the visibility timeout, 15 minutes by default). A pending delivery overdue
+by more than `webhook_retry_grace_s` is taken (once among dispatchers) and sent again;
+the attempt's lock and due time make a late copy of the lost task do nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import redis
 from celery import bootsteps
 from pydantic import ValidationError
 
-from shared.errors import SignoffError
+from shared.errors import NotFound, SignoffError
 from shared.models.webhooks import DeliveryStatus, WebhookEndpoint, WebhookEvent
 from shared.store.keys import KeySpace
 from shared.store.webhook_log import DeliveryLog
@@ -37,6 +43,7 @@ BLOCK_MS = 1_000
 BATCH = 100
 RECLAIM_IDLE_MS = 30_000
 STOP_WAIT_S = 0.2
+SWEEP_EVERY_S = 5.0  # the longest time between two sweeps for lost retries
 _ERROR_PAUSE_S = 1.0
 
 
@@ -50,17 +57,23 @@ class Dispatcher:
         deliveries: DeliveryLog,
         send: Callable[[str], None],
         *,
+        send_retry: Callable[[str, int], None] | None = None,
         consumer: str | None = None,
         reclaim_idle_ms: int = RECLAIM_IDLE_MS,
+        retry_grace_s: float = 60.0,
     ) -> None:
         self.client = client
         self.keys = keys
         self.endpoints = EndpointStore(client, keys)
         self.deliveries = deliveries
         self.send = send
+        # a swept retry names the attempt it is for, so a late copy of the lost one is void
+        self.send_retry = send_retry or (lambda did, _seen: send(did))
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}"
         self.reclaim_idle_ms = reclaim_idle_ms
+        self.retry_grace_s = retry_grace_s
         self._group_ready = False
+        self._next_sweep = 0.0
 
     def run(self, stop: threading.Event) -> None:
         """Dispatches until `stop` is set; a Redis failure pauses it, never ends it."""
@@ -69,6 +82,9 @@ class Dispatcher:
             try:
                 self.step(reclaim=rounds % 30 == 0)
                 rounds += 1
+                if time.monotonic() >= self._next_sweep:
+                    self.sweep()
+                    self._next_sweep = time.monotonic() + min(SWEEP_EVERY_S, self.retry_grace_s)
             except (redis.RedisError, SignoffError) as exc:
                 log.warning("webhook dispatcher: %s", exc)
                 self._group_ready = False
@@ -90,6 +106,26 @@ class Dispatcher:
             self._dispatch(fields.get("event", ""), endpoints)
             self.client.xack(self.keys.webhook_outbox(), GROUP, entry_id)
         return len(entries)
+
+    def sweep(self, now: float | None = None) -> list[str]:
+        """Sends again the pending deliveries whose next attempt is overdue by more than the
+        grace (their task was lost); returns the ids this dispatcher took."""
+        now = time.time() if now is None else now
+        taken = []
+        for did, due in self.deliveries.overdue(now, self.retry_grace_s):
+            if not self.deliveries.take(did, due, until=now + self.retry_grace_s):
+                continue  # another dispatcher took it, or an attempt moved it on
+            try:
+                seen = self.deliveries.get(did).attempts_this_round
+            except NotFound:  # dropped from the log meanwhile
+                self.deliveries.settled(did)
+                continue
+            log.warning(
+                "webhook %s: attempt %d, due %.0f s ago, was lost", did, seen + 1, now - due
+            )
+            self.send_retry(did, seen)
+            taken.append(did)
+        return taken
 
     def _ensure_group(self) -> None:
         if self._group_ready:

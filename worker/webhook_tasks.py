@@ -30,23 +30,32 @@ def register_webhooks(app: Celery, settings: Settings) -> None:
     deliverer = Deliverer(settings, EndpointStore(client, keys), deliveries)
     queue = webhook_queue_name(settings)
 
-    def later(delivery_id: str, wait_s: float = 0.0) -> None:
-        deliver.apply_async((delivery_id,), countdown=wait_s or None, queue=queue)
+    def later(delivery_id: str, wait_s: float = 0.0, seen: int | None = None) -> None:
+        deliver.apply_async((delivery_id, seen), countdown=wait_s or None, queue=queue)
 
     @app.task(name=DELIVER_WEBHOOK, ignore_result=True)
-    def deliver(delivery_id: str) -> None:
+    def deliver(delivery_id: str, seen: int | None = None) -> None:
+        """One attempt; `seen`: the attempts its sender saw made (None from a re-send)."""
         try:
-            wait = deliverer.attempt(delivery_id)
+            retry = deliverer.attempt(delivery_id, seen)
         except StorageError as exc:  # Redis failed around the attempt: try again later
             log.warning("webhook %s: %s", delivery_id, exc)
-            wait = backoff_s(settings, 1)
-        if wait is not None:
-            later(delivery_id, wait)
+            later(delivery_id, backoff_s(settings, 1), seen)
+            return
+        if retry is not None:
+            later(delivery_id, retry.wait_s, retry.made)
 
     def dispatcher() -> Dispatcher:
         # its own connection: the dispatcher blocks on the outbox a second at a time
         own = connect(settings)
-        return Dispatcher(own, keys, DeliveryLog(own, keys, size=settings.webhook_log_size), later)
+        return Dispatcher(
+            own,
+            keys,
+            DeliveryLog(own, keys, size=settings.webhook_log_size),
+            later,
+            send_retry=lambda did, seen: later(did, 0.0, seen),
+            retry_grace_s=settings.webhook_retry_grace_s,
+        )
 
     app.signoff_dispatcher = dispatcher
     app.steps["worker"].add(DispatcherStep)

@@ -177,6 +177,14 @@ class KeySpace:
         """LIST of one delivery's attempts (JSON), oldest first."""
         return f"{self.prefix}:webhook:{{{check_id(delivery_id, 'delivery id')}}}:attempts"
 
+    def webhook_sending(self, delivery_id: str) -> str:
+        """STRING held (with a TTL) while one attempt of a delivery is in flight."""
+        return f"{self.prefix}:webhook:{{{check_id(delivery_id, 'delivery id')}}}:sending"
+
+    def webhook_pending(self) -> str:
+        """ZSET: pending delivery id -> when its next attempt is due (Unix time); swept."""
+        return f"{self.prefix}:webhooks:pending"
+
     def triggers(self) -> str:
         """HASH: trigger name -> the trigger (JSON, with its secret)."""
         return f"{self.prefix}:triggers"
@@ -309,6 +317,10 @@ class KeySpace:
     def schedules_due(self) -> str:
         """ZSET: schedule name -> its next fire time; claiming a slot moves the score on."""
         return f"{self.prefix}:schedules:due"
+
+    def schedules_claimed(self) -> str:
+        """ZSET: `<due ms>:<name>` of each slot claimed but not yet fired -> claim time (ms)."""
+        return f"{self.prefix}:schedules:claimed"
 
     def rate_bucket(self, provider: str, model: str, unit: str) -> str:
         """HASH of one token bucket (`requests` or `tokens`) shared by every worker."""

@@ -9,8 +9,10 @@ schedule's runs stream and summed up in its state hash.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -28,34 +30,18 @@ from shared.models.webhooks import WebhookEvent, WebhookEventKind
 from shared.store.agents import AgentStore
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
-from shared.store.lua import LuaScript
+from shared.store.lua import LuaScript, lua_source
 from shared.store.webhooks import queue_event
 
-__all__ = ["MAX_QUEUED_RUNS", "ScheduleStore", "to_ms"]
+__all__ = ["MAX_QUEUED_RUNS", "Claim", "ScheduleStore", "to_ms"]
 
 MAX_QUEUED_RUNS = 10  # fires an `overlap: queue` schedule keeps waiting behind a running one
 _RUNS_MAXLEN = 1_000
 _SHOWN_NEXT = 5
 _SKIPS = {RunOutcome.SKIPPED, RunOutcome.MISSED}
 
-# KEYS: due   ARGV: triples of name, the slot's due ms, the next slot's ms ('' when none
-# is left) -> the names whose slot this caller claimed (another caller took the others, or
-# they were paused or deleted)
-_CLAIM = LuaScript(
-    """
-local won = {}
-for i = 1, #ARGV, 3 do
-  local name, due, following = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local score = redis.call('ZSCORE', KEYS[1], name)
-  if score and tonumber(score) == tonumber(due) then
-    if following == '' then redis.call('ZREM', KEYS[1], name)
-    else redis.call('ZADD', KEYS[1], following, name) end
-    won[#won + 1] = name
-  end
-end
-return won
-"""
-)
+_CLAIM = LuaScript(lua_source("shared.store", "schedule_claim.lua"))
+_RECLAIM = LuaScript(lua_source("shared.store", "schedule_reclaim.lua"))
 
 # KEYS: state, queue   ARGV: the conversation the queued fires wait for, the prefix of a
 # run's conversation id -> the due ms of the next queued fire, taken by this caller (its run
@@ -72,6 +58,23 @@ return due
 
 def to_ms(moment: float) -> int:
     return round(moment * 1000)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A slot a beat claimed and has not yet fired: whose, which, and since when (ms)."""
+
+    name: str
+    due_ms: int
+    claimed_ms: int
+
+    @property
+    def member(self) -> str:
+        return _claim_member(self.name, self.due_ms)
+
+
+def _claim_member(name: str, due_ms: int) -> str:
+    return f"{due_ms}:{name}"
 
 
 class ScheduleStore:
@@ -200,21 +203,74 @@ class ScheduleStore:
             found: Any = self.client.zrange(self.keys.schedules_due(), 0, 0, withscores=True)
         return found[0][1] / 1000 if found else None
 
-    def claim(self, slots: Sequence[tuple[str, int, int | None]]) -> set[str]:
+    def claim(
+        self, slots: Sequence[tuple[str, int, int | None]], *, now: float | None = None
+    ) -> set[str]:
         """Takes each slot (name, due ms, next ms) still due and moves its schedule on to the
-        next slot, each atomically, in one round trip; returns the names taken."""
-        args: list[Any] = []
-        for name, due_ms, next_ms in slots:
-            args += [name, due_ms, "" if next_ms is None else next_ms]
-        if not args:
+        next slot, each atomically, in one round trip; returns the names taken. Each taken
+        slot stays claimed until `record` notes its fire (see `stale_claims`)."""
+        request = {
+            "now": str(to_ms(time.time() if now is None else now)),
+            "slots": [
+                [
+                    name,
+                    str(due_ms),
+                    "" if next_ms is None else str(next_ms),
+                    _claim_member(name, due_ms),
+                ]
+                for name, due_ms, next_ms in slots
+            ],
+        }
+        if not slots:
             return set()
+        keys = [self.keys.schedules_due(), self.keys.schedules_claimed()]
         with storage_errors("claiming schedules' slots"):
-            won: Any = _CLAIM(self.client, [self.keys.schedules_due()], args)
+            won: Any = _CLAIM(self.client, keys, [json.dumps(request)])
         return {str(name) for name in won}
+
+    def stale_claims(self, now: float, lease_s: float, *, limit: int = 100) -> list[Claim]:
+        """Slots claimed more than `lease_s` ago and never fired: their beat died."""
+        with storage_errors("reading claimed slots"):
+            found: Any = self.client.zrangebyscore(
+                self.keys.schedules_claimed(),
+                "-inf",
+                to_ms(now - lease_s),
+                start=0,
+                num=limit,
+                withscores=True,
+            )
+        claims = []
+        for member, score in found:
+            due_ms, _, name = str(member).partition(":")
+            claims.append(Claim(name=name, due_ms=int(due_ms), claimed_ms=int(score)))
+        return claims
+
+    def reclaim(self, claims: Sequence[Claim], *, now: float | None = None) -> list[Claim]:
+        """Takes over stale claims, each once among callers (compare-and-set on the claim
+        time read); returns those this caller took, claimed anew as of `now`."""
+        if not claims:
+            return []
+        moment = to_ms(time.time() if now is None else now)
+        request = {
+            "now": str(moment),
+            "claims": [[claim.member, str(claim.claimed_ms)] for claim in claims],
+        }
+        with storage_errors("reclaiming schedules' slots"):
+            won: Any = _RECLAIM(self.client, [self.keys.schedules_claimed()], [json.dumps(request)])
+        taken = {str(member) for member in won}
+        return [
+            Claim(claim.name, claim.due_ms, moment) for claim in claims if claim.member in taken
+        ]
+
+    def drop_claim(self, name: str, due_ms: int) -> None:
+        """Forgets a claimed slot that will not be fired (its schedule was deleted)."""
+        with storage_errors("dropping a claimed slot"):
+            self.client.zrem(self.keys.schedules_claimed(), _claim_member(name, due_ms))
 
     def record(self, name: str, run: ScheduleRun) -> None:
         """Appends a fire to the runs stream and sums it into the schedule's state; the
-        `schedule.fired` webhook event goes in the same round trip."""
+        `schedule.fired` webhook event goes in the same round trip, and the slot's claim is
+        cleared in it: a fire is recorded and unclaimed together, or neither."""
         state = self.keys.schedule_state(name)
         fields: dict[Any, Any] = {"last_outcome": run.outcome.value}
         if run.conversation_id:
@@ -231,6 +287,7 @@ class ScheduleStore:
                 pipe.hincrby(state, "skipped", 1)
             elif run.outcome not in (RunOutcome.FAILED, RunOutcome.QUEUED):
                 pipe.hincrby(state, "runs", 1)
+            pipe.zrem(self.keys.schedules_claimed(), _claim_member(name, to_ms(run.due)))
             queue_event(pipe, self.keys, _fired_event(name, run))
             pipe.execute()
 

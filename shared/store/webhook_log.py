@@ -5,6 +5,10 @@ A delivery's id is derived from its event and endpoint, so dispatching an event 
 delivery already there. The log keeps the newest `webhook_log_size` deliveries; older
 ones are dropped with their attempts. Attempts record the status code or the error and
 the time taken, never the secret.
+
+Every pending delivery is also indexed by when its next attempt is due, so a delivery
+whose retry task was lost with a killed worker is found by the sweep (`overdue`, `take`)
+and sent again; an attempt holds a short lock, so two copies of one attempt send once.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ from shared.models.webhooks import (
 )
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
+from shared.store.lua import LuaScript, lua_source
 
 __all__ = ["MAX_ATTEMPTS_KEPT", "DeliveryLog", "delivery_id"]
 
 MAX_ATTEMPTS_KEPT = 50  # per delivery, re-sends included
+
+_TAKE_OVERDUE = LuaScript(lua_source("shared.store", "webhook_take_overdue.lua"))
 
 
 def delivery_id(event_id: str, endpoint_id: str) -> str:
@@ -69,6 +76,8 @@ class DeliveryLog:
                 pipe.zadd(self.keys.webhook_deliveries(), {did: event.at}, nx=True)
                 pipe.zcard(self.keys.webhook_deliveries())
                 created, *_, size = pipe.execute()
+            if created:
+                self.client.zadd(self.keys.webhook_pending(), {did: event.at}, nx=True)
             if int(size) > self.size:
                 self._drop_oldest(int(size) - self.size)
         return did, bool(created)
@@ -80,6 +89,7 @@ class DeliveryLog:
         if dropped:
             keys = [k for d in dropped for k in self._keys_of(d)]
             self.client.delete(*keys)
+            self.client.zrem(self.keys.webhook_pending(), *dropped)
 
     def _keys_of(self, did: str) -> list[str]:
         return [self.keys.webhook_delivery(did), self.keys.webhook_attempts(did)]
@@ -139,18 +149,63 @@ class DeliveryLog:
             pipe.hincrby(key, "round", 1)
             pipe.rpush(attempts, attempt.model_dump_json())
             pipe.ltrim(attempts, -MAX_ATTEMPTS_KEPT, -1)
+            if status is DeliveryStatus.PENDING and next_attempt_at is not None:
+                pipe.zadd(self.keys.webhook_pending(), {did: next_attempt_at})
+            else:
+                pipe.zrem(self.keys.webhook_pending(), did)
             pipe.execute()
 
     def resend(self, did: str, send: Callable[[str], None]) -> WebhookDelivery:
         """Makes a delivery pending again with a full set of attempts, and `send`s it."""
         self.get(did)
         key = self.keys.webhook_delivery(did)
-        with storage_errors(f"re-sending webhook delivery {did}"):
-            self.client.hset(
+        with storage_errors(f"re-sending webhook delivery {did}"), self.client.pipeline() as pipe:
+            pipe.hset(
                 key, mapping={"status": DeliveryStatus.PENDING.value, "round": 0, "next_at": ""}
             )
+            pipe.zadd(self.keys.webhook_pending(), {did: time.time()})
+            pipe.execute()
         send(did)
         return self.get(did)
+
+    def settled(self, did: str) -> None:
+        """Takes a delivery that is no longer pending out of the sweep's index."""
+        with storage_errors(f"logging webhook delivery {did}"):
+            self.client.zrem(self.keys.webhook_pending(), did)
+
+    # The sweep of lost retries, and one attempt at a time
+
+    def overdue(self, now: float, grace_s: float, *, limit: int = 100) -> list[tuple[str, float]]:
+        """Pending deliveries whose next attempt was due more than `grace_s` ago: (id, due)."""
+        with storage_errors("reading overdue webhook deliveries"):
+            found: Any = self.client.zrangebyscore(
+                self.keys.webhook_pending(),
+                "-inf",
+                now - grace_s,
+                start=0,
+                num=limit,
+                withscores=True,
+            )
+        return [(str(did), float(due)) for did, due in found]
+
+    def take(self, did: str, seen_due: float, until: float) -> bool:
+        """Takes an overdue delivery for re-sending, once among sweepers: its due time moves
+        from `seen_due` (as read) to `until`, so it is not overdue again before then."""
+        request = {"id": did, "seen": repr(seen_due), "until": repr(until)}
+        with storage_errors(f"re-sending webhook delivery {did}"):
+            taken = _TAKE_OVERDUE(self.client, [self.keys.webhook_pending()], [json.dumps(request)])
+        return bool(taken)
+
+    def lock_attempt(self, did: str, ttl_s: float) -> bool:
+        """Whether this caller may make the delivery's next attempt: one at a time, for at
+        most `ttl_s` (the lock of an attempter that died runs out)."""
+        key = self.keys.webhook_sending(did)
+        with storage_errors(f"locking webhook delivery {did}"):
+            return bool(self.client.set(key, "1", nx=True, px=max(1, int(ttl_s * 1000))))
+
+    def unlock_attempt(self, did: str) -> None:
+        with storage_errors(f"unlocking webhook delivery {did}"):
+            self.client.delete(self.keys.webhook_sending(did))
 
     def fail(self, did: str, reason: str) -> None:
         """Ends a delivery that cannot be made (its endpoint was removed)."""

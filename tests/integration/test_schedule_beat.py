@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import os
+import re
+import signal
 import time
+import uuid
+from datetime import UTC, datetime
 
 from shared.client import Client
 from shared.models.agents import NewAgent
 from shared.models.events import ConversationStatus
 from shared.models.schedules import NewSchedule, RunOutcome
+from shared.settings import Settings
 from tests.integration.test_expiry import BeatProcess
 from tests.stack import WorkerProcess
 from tests.web.conftest import wait_for
@@ -61,3 +67,74 @@ def test_two_beats_fire_each_slot_exactly_once(
     assert sorted(c for c in started if str(c).startswith("sched.every2.")) == sorted(
         run.conversation_id for run in runs if run.conversation_id
     )
+
+
+ORPHANS = 64  # schedules due at one moment: a beat fires them in claims of 16
+
+
+def _kill_between_claim_and_fire(beat: BeatProcess, client: Client, deadline_s: float) -> int:
+    """SIGKILLs the beat at a moment it holds claimed slots it has not fired; their count.
+
+    The beat is frozen (SIGSTOP) first, so the claims seen are the ones it dies with.
+    """
+    assert beat.process is not None
+    claimed = client.keys.schedules_claimed()
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if client.redis.zcard(claimed):
+            os.kill(beat.process.pid, signal.SIGSTOP)
+            held = int(client.redis.zcard(claimed))
+            if held:
+                beat.process.send_signal(signal.SIGKILL)
+                beat.process.wait()
+                beat.process = None
+                return held
+            os.kill(beat.process.pid, signal.SIGCONT)
+        time.sleep(0.001)
+    raise AssertionError(f"the beat never held an unfired claim:\n{beat.log()[-3000:]}")
+
+
+def test_slots_claimed_by_a_killed_beat_are_fired_once_by_another(
+    stack_env: dict[str, str],
+) -> None:
+    # Its own key prefix: no worker reads its queue, so the runs' turns cost nothing here.
+    env = {
+        **stack_env,
+        "SIGNOFF_KEY_PREFIX": f"sk{uuid.uuid4().hex[:8]}",
+        "SIGNOFF_SCHEDULE_POLL_S": "0.2",
+        "SIGNOFF_SCHEDULE_CLAIM_LEASE_S": "2",
+    }
+    settings = Settings(redis_url=env["SIGNOFF_REDIS_URL"], key_prefix=env["SIGNOFF_KEY_PREFIX"])
+    with Client(settings) as client:
+        stores = client.stores
+        stores.agents.create(NewAgent(name="once"), actor="test")
+        first = BeatProcess(env).start()
+        second = BeatProcess(env)
+        try:
+            at = datetime.fromtimestamp(time.time() + 1.5, UTC)
+            names = [f"o{i}" for i in range(ORPHANS)]
+            for name in names:
+                spec = NewSchedule(name=name, agent="once", prompt="go", at=at)
+                stores.schedules.create(spec, actor="test")
+            orphaned = _kill_between_claim_and_fire(first, client, deadline_s=30)
+            killed_at = time.time()
+            second.start()
+            wait_for(
+                lambda: all(stores.schedules.runs(name) for name in names),
+                "every slot to be fired",
+                timeout_s=30,
+            )
+            time.sleep(0.5)  # a second fire of any slot, if there were one, is recorded
+        finally:
+            first.stop()
+            second.stop()
+        runs = {name: stores.schedules.runs(name) for name in names}
+        assert all(len(found) == 1 for found in runs.values()), runs
+        recovered = set(
+            re.findall(r"schedule (\S+): slot \d+ was claimed, never fired", second.log())
+        )
+        assert len(recovered) == orphaned, (orphaned, second.log()[-3000:])
+        for name in recovered:
+            [run] = runs[name]
+            assert run.outcome is RunOutcome.STARTED and run.fired_at >= killed_at, run
+        assert client.redis.zcard(client.keys.schedules_claimed()) == 0

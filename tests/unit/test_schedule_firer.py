@@ -133,6 +133,45 @@ def test_a_slot_missed_while_beat_was_down(
     assert firer.tick(now=T0 + 96) == 0
 
 
+@pytest.mark.parametrize(
+    ("every_s", "policy", "outcome"),
+    [(10.0, "run_once", "started"), (10.0, "skip", "missed"), (600.0, "skip", "started")],
+)
+def test_a_slot_claimed_by_a_beat_that_died_is_handled_once_after_the_lease(
+    stores: Stores, sent: list[str], every_s: float, policy: str, outcome: str
+) -> None:
+    _every(stores, "c", every_s=every_s, missed=policy)
+    due_ms = int((T0 + every_s) * 1000)
+    # what a beat does before it dies: claims the slot, fires nothing
+    assert stores.schedules.claim([("c", due_ms, due_ms + 10**9)], now=T0 + every_s) == {"c"}
+    lease = stores.settings.schedule_claim_lease_s
+    one, two = (ScheduleFirer(ScheduleRunner(stores, sent.append)) for _ in range(2))
+    assert one.tick(now=T0 + every_s + lease - 1) == 0  # the claimer may still be firing it
+    late = T0 + every_s + lease + 1
+    assert one.tick(now=late) + two.tick(now=late) == 1
+    assert one.tick(now=late + 1) + two.tick(now=late + 1) == 0
+    [run] = stores.schedules.runs("c")
+    assert (run.outcome, run.due) == (RunOutcome(outcome), T0 + every_s)
+    assert stores.schedules.stale_claims(late + 3600, lease) == []
+    assert len(sent) == (outcome == "started")
+
+
+def test_a_fired_slot_leaves_no_claim_and_a_deleted_schedules_claim_is_dropped(
+    stores: Stores, firer: ScheduleFirer
+) -> None:
+    _every(stores, "f")
+    _every(stores, "gone")
+    assert firer.tick(now=T0 + 10.01) == 2
+    lease = stores.settings.schedule_claim_lease_s
+    assert stores.schedules.stale_claims(T0 + 10 + lease + 1, lease) == []
+    due_ms = int((T0 + 20) * 1000)
+    assert stores.schedules.claim([("gone", due_ms, None)], now=T0 + 20) == {"gone"}
+    stores.schedules.delete("gone")
+    assert firer.tick(now=T0 + 20 + lease + 1) >= 1  # the claim taken over, then dropped
+    assert stores.schedules.stale_claims(T0 + 9999, lease) == []
+    assert len(stores.schedules.runs("gone")) == 0
+
+
 def test_pause_resume_delete_and_a_vanished_agent(stores: Stores, firer: ScheduleFirer) -> None:
     _every(stores, "p")
     stores.schedules.pause("p")
