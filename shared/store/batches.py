@@ -251,17 +251,21 @@ class BatchStore(AdvancingStore):
         self.announce_finished(bid)  # every item may have ended before the input did
 
     def announce_finished(self, bid: str) -> bool:
-        """Emits the `batch.finished` webhook event if the batch is done (and an endpoint is
-        registered); its id is the batch's, so announcing twice delivers once."""
+        """Emits the `batch.finished` webhook event if the batch is done, or cancelled with
+        every item ended (and an endpoint is registered); its id is the batch's, so
+        announcing twice delivers once."""
         with storage_errors(f"reading batch {bid}"), self.client.pipeline(False) as pipe:
             pipe.hget(self.keys.batch(bid), "status")
             pipe.exists(self.keys.webhook_endpoints())
             status, endpoints = pipe.execute()
-        if status != BatchStatus.DONE.value or not endpoints:
+        ended = (BatchStatus.DONE.value, BatchStatus.CANCELLED.value)
+        if status not in ended or not endpoints:
             return False
         info = self.info(bid)
+        if sum(n for s, n in info.counts.items() if s.is_terminal) < info.total:
+            return False  # cancelled, with items still ending
         counts = {"total": info.total, **{s.value: n for s, n in info.counts.items()}}
-        event = batch_finished(bid, counts)
+        event = batch_finished(bid, info.status.value, counts)
         emit_webhook_event(self.client, self.keys, event.kind, event.data, event_id=event.event_id)
         return True
 
@@ -481,6 +485,7 @@ class BatchStore(AdvancingStore):
             elif self.tasks is not None:
                 self.tasks.advance(cid)
             touched += 1
+        self.announce_finished(bid)  # when nothing was running; else the last item's end does
         return touched
 
     def _unhold(self, cid: str) -> None:

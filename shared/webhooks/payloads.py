@@ -117,9 +117,16 @@ def turn_failed(cid: str, turn_id: str, error: str, batch_id: str | None) -> Web
     )
 
 
-def batch_finished(batch_id: str, counts: dict[str, Any]) -> WebhookEvent:
+def batch_finished(batch_id: str, status: str, counts: dict[str, Any]) -> WebhookEvent:
+    """A batch whose items all ended: `status` is `done`, or `cancelled`."""
+    how = "was cancelled" if status == "cancelled" else "finished"
     return WebhookEvent(
         event_id=f"batch.finished:{batch_id}",
         kind=WebhookEventKind.BATCH_FINISHED,
-        data={"batch_id": batch_id, "counts": counts, "text": f"Batch {batch_id} finished"},
+        data={
+            "batch_id": batch_id,
+            "status": status,
+            "counts": counts,
+            "text": f"Batch {batch_id} {how}",
+        },
     )

@@ -18,7 +18,7 @@ from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import NewAgent
 from shared.models.config import ConversationConfig
 from shared.models.content import Content
-from shared.models.events import ConversationStatus
+from shared.models.events import ConversationStatus, FailedEvent
 from shared.models.notifications import Deny
 from shared.models.webhooks import DeliveryStatus, EndpointRequest, WebhookEndpoint
 from shared.settings import Settings
@@ -26,23 +26,26 @@ from shared.store.batches import BatchConfig, BatchLine
 from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore
 from shared.webhooks.signing import new_secret, signed_headers
-from tests.stack import parked
+from tests.stack import WorkerProcess, parked
 from tests.web.conftest import services_of, wait_for, web_settings
 from tests.webhook_receiver import Receiver
 from webui import create_app
 
 PUBLIC = "https://signoff.example.test"
 BACKOFF_S = 0.2
+GRACE_S = 1.0
 EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Report", "body": "Numbers."}'
 
 
 @pytest.fixture(scope="module")
 def stack_env(stack_env: dict[str, str]) -> dict[str, str]:
-    """This module's worker retries quickly: 0.2 s, then 0.4 s; three attempts at most."""
+    """This module's worker retries quickly: 0.2 s, then 0.4 s; three attempts at most; a
+    retry overdue by 1 s was lost, and is swept up."""
     return {
         **stack_env,
         "SIGNOFF_WEBHOOK_BACKOFF_S": str(BACKOFF_S),
         "SIGNOFF_WEBHOOK_MAX_ATTEMPTS": "3",
+        "SIGNOFF_WEBHOOK_RETRY_GRACE_S": str(GRACE_S),
         "SIGNOFF_PUBLIC_URL": PUBLIC,
     }
 
@@ -127,6 +130,7 @@ def test_a_finished_batch_and_an_expired_approval_are_announced(
         store.finish_submission(bid)
         [finished] = wait_for(lambda: receiver.of("batch.finished"), "batch.finished")
         assert finished.body["data"]["batch_id"] == bid
+        assert finished.body["data"]["status"] == "done"
         assert finished.body["data"]["counts"]["done"] == 3
         conversation = client.new_conversation(tools={"send_email": "ask"}, approval_timeout_s=1)
         conversation.send(EMAIL)
@@ -138,6 +142,84 @@ def test_a_finished_batch_and_an_expired_approval_are_announced(
     assert expired.body["data"]["notification_id"] == note.id
     assert expired.body["data"]["status"] == "expired"
     assert len(receiver.of("batch.finished")) == 1
+
+
+def test_a_cancelled_batch_is_announced_once_its_items_have_ended(
+    client: Client, endpoints: EndpointStore
+) -> None:
+    with Receiver(new_secret()).running() as receiver:
+        _register(endpoints, receiver, "batch.finished")
+        store = client.stores.batches
+        config = ConversationConfig(tools={"send_email": "ask"})
+        bid = store.create(BatchConfig(conversation=config, max_concurrency=1))
+        lines = [BatchLine(i, f"item-{i}", Content.from_text(EMAIL)) for i in range(3)]
+        store.submit(bid, lines)
+        store.finish_submission(bid)
+        first = client.conversation(store.conversation_id(bid, "item-0"))
+        parked(first)  # one item waits for a person, two wait for it
+        assert receiver.of("batch.finished") == []
+        store.cancel(bid)
+        [finished] = wait_for(lambda: receiver.of("batch.finished"), "batch.finished")
+    data = finished.body["data"]
+    assert (data["batch_id"], data["status"]) == (bid, "cancelled")
+    assert data["counts"]["total"] == 3 and data["counts"]["cancelled"] == 3
+    assert finished.verified and "cancelled" in finished.body["text"]
+
+
+def test_a_failed_turn_is_announced_with_its_error(
+    client: Client, endpoints: EndpointStore
+) -> None:
+    with Receiver(new_secret()).running() as receiver:
+        _register(endpoints, receiver, "turn.failed", "turn.completed")
+        conversation = client.new_conversation()
+        turn_id = conversation.send("this one will #fail")
+        [failed] = wait_for(lambda: receiver.of("turn.failed"), "turn.failed")
+        assert receiver.of("turn.completed") == []
+    assert failed.verified and failed.status == 200
+    data = failed.body["data"]
+    assert (data["conversation_id"], data["turn_id"]) == (conversation.conversation_id, turn_id)
+    assert "scripted failure" in data["error"]
+    *_, last = conversation.events(turn_id)
+    assert isinstance(last, FailedEvent) and data["error"] == last.error
+    assert failed.body["type"] == "turn.failed"
+    assert "Turn failed in" in failed.body["text"]
+
+
+def test_a_retry_lost_with_a_killed_worker_is_swept_up_and_sent(
+    client: Client, endpoints: EndpointStore, stack_env: dict[str, str], worker: WorkerProcess
+) -> None:
+    worker.stop()  # the delivery goes to a worker that waits 5 s before its retry
+    doomed = WorkerProcess({**stack_env, "SIGNOFF_WEBHOOK_BACKOFF_S": "5"}, name="doomed")
+    try:
+        with Receiver(new_secret(), failures=1).running() as receiver:
+            _register(endpoints, receiver, "turn.completed")
+            doomed.start()
+            client.new_conversation().send("a retry to lose")
+            [delivery] = wait_for(
+                lambda: [d for d in _log(client).recent() if d.next_attempt_at],
+                "the first attempt to fail and its retry to wait",
+            )
+            doomed.kill()  # with the retry's countdown held unacknowledged
+            killed_at = time.time()
+            assert [a.status for a in receiver.arrivals] == [500]
+            worker.start()
+            arrivals = wait_for(
+                lambda: len(found := receiver.of("turn.completed")) >= 2 and found,
+                "the lost retry, swept up",
+                timeout_s=60,  # Celery alone would redeliver it after 900 s
+            )
+            time.sleep(0.5)  # a second copy of the retry, if one were sent, arrives
+    finally:
+        doomed.kill()
+        if worker.process is None:
+            worker.start()
+    assert [a.status for a in receiver.arrivals] == [500, 200]
+    assert arrivals[1].msg_id == delivery.id and arrivals[1].verified
+    assert arrivals[1].at - killed_at < 60
+    logged = _log(client).get(delivery.id)
+    assert logged.status is DeliveryStatus.SUCCEEDED
+    assert [a.status_code for a in logged.attempts] == [500, 200]
+    assert "was lost" in worker.log()
 
 
 def test_a_slow_endpoint_never_holds_a_turn_back(client: Client, endpoints: EndpointStore) -> None:
