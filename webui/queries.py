@@ -7,6 +7,7 @@ its own, so a page reads the model without ``limit``, and the API's adds it.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
+from enum import Enum
 from typing import Annotated
 
 from pydantic import Field
@@ -38,6 +39,7 @@ __all__ = [
     "BatchPageQuery",
     "ConversationsPageQuery",
     "ConversationsQuery",
+    "DeleteAgentQuery",
     "EventsQuery",
     "FileQuery",
     "HistoryPageQuery",
@@ -48,6 +50,7 @@ __all__ = [
     "OffsetQuery",
     "PolicyLogQuery",
     "RuleScopeQuery",
+    "Switch",
     "UsageQuery",
 ]
 
@@ -55,6 +58,20 @@ MAX_OFFSET = 10**9
 DEFAULT_DAYS = 14  # of a usage report without a start
 
 Offset = Annotated[IntegerParam, Field(ge=0, le=MAX_OFFSET, description="Items to skip.")]
+
+
+class Switch(str, Enum):
+    """A yes-or-no query parameter, spelled as JSON spells it."""
+
+    TRUE = "true"
+    FALSE = "false"
+
+
+class DeleteAgentQuery(QueryModel):
+    force: ChoiceParam[Switch] = Field(
+        Switch.FALSE,
+        description="Delete the agent even though schedules or triggers name it.",
+    )
 
 
 class OffsetQuery(QueryModel):

@@ -18,6 +18,7 @@ from shared.client import Client
 from shared.errors import InvalidInput
 from shared.models.agents import Agent, AgentSpec, NewAgent
 from shared.models.config import ToolSelection
+from shared.store.agent_removal import delete_agent
 from shared.validation import checked_options
 
 __all__ = ["agent"]
@@ -164,8 +165,14 @@ def show(name: str, version: int | None, all_versions: bool) -> None:
 
 @agent.command("delete")
 @click.argument("name")
-def delete(name: str) -> None:
-    """Delete NAME and its versions (its conversations keep their configuration)."""
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Delete it even though schedules or triggers name it (they fail at each fire).",
+)
+def delete(name: str, force: bool) -> None:
+    """Delete NAME and its versions (its conversations keep their configuration); refused
+    while schedules or triggers name it, unless --force."""
     with Client() as client:
-        client.stores.agents.delete(name)
+        delete_agent(client.stores, name, force=force)
     click.echo(f"deleted agent {name}")

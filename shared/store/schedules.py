@@ -326,6 +326,19 @@ class ScheduleStore:
                 self.client.srem(self.keys.schedules_waiting(), name)
         return None if taken is None else int(taken)
 
+    def using_agent(self, agent: str) -> list[str]:
+        """The names of the schedules that run `agent`, sorted."""
+        with storage_errors("listing schedules"):
+            raw: dict[str, str] = self.client.hgetall(self.keys.schedules())  # type: ignore[assignment]
+        found = []
+        for name, doc in raw.items():
+            try:
+                if _parse(doc).agent == agent:
+                    found.append(name)
+            except CorruptRecord:
+                continue  # an unreadable schedule names no agent we can tell
+        return sorted(found)
+
     def list(self, *, now: float | None = None) -> list[ScheduleStatus]:
         """Every schedule, by name, with its state."""
         with storage_errors("listing schedules"):

@@ -79,7 +79,27 @@ def test_agents_and_schedules_from_the_command_line(stack_env: dict[str, str]) -
         assert refused.exit_code == 1 and problem in refused.stderr, refused.stderr
     loose = _cli(stack_env, "agent", "create", "loose", "--tools", '{"send_email": "auto"}')
     assert loose.exit_code == 1 and "tools.send_email would loosen" in loose.stderr
+    in_use = _cli(stack_env, "agent", "delete", "triage")
+    assert in_use.exit_code == 1 and "used by schedules morning" in in_use.stderr
+    assert "--force" not in in_use.stdout and "deleted" not in in_use.stdout
     assert _cli(stack_env, "schedule", "delete", "morning").exit_code == 0
     assert _cli(stack_env, "agent", "delete", "triage").stdout.strip() == "deleted agent triage"
+    _cli(stack_env, "agent", "create", "spare")
+    _cli(
+        stack_env,
+        "schedule",
+        "create",
+        "hourly",
+        "--agent",
+        "spare",
+        "--prompt",
+        "x",
+        "--every",
+        "3600",
+    )
+    forced = _cli(stack_env, "agent", "delete", "spare", "--force")
+    assert forced.exit_code == 0 and forced.stdout.strip() == "deleted agent spare"
+    assert "hourly" in _cli(stack_env, "schedule", "list").stdout  # the schedule is left
+    assert _cli(stack_env, "schedule", "delete", "hourly").exit_code == 0
     missing = run_cli(stack_env, "agent", "show", "triage")  # the installed command
     assert missing.returncode == 2 and "no agent named 'triage'" in missing.stderr

@@ -10,7 +10,9 @@ import pytest
 from flask.testing import FlaskClient
 
 from shared.models.config import ToolPolicy
+from shared.models.triggers import TriggerRequest
 from shared.store.policy import ToolInfo
+from shared.store.triggers import TriggerStore
 from shared.store.users import Role
 from tests.web.conftest import bearer, form_csrf
 from webui.services import Services
@@ -89,6 +91,25 @@ def test_agent_versions_through_the_api(http: FlaskClient, operator: dict[str, s
     )
     assert http.delete("/api/v1/agents/triage", headers=operator).json["version"] == 2
     assert http.get("/api/v1/agents", headers=operator).json == {"items": []}
+
+
+def test_an_agent_in_use_is_deleted_only_when_forced(
+    http: FlaskClient, operator: dict[str, str], svc: Services
+) -> None:
+    http.post("/api/v1/agents", json=AGENT, headers=operator)
+    assert http.post("/api/v1/schedules", json=SCHEDULE, headers=operator).status_code == 201
+    trigger = TriggerRequest(name="inbox", agent="triage", template="{payload.title}")
+    TriggerStore(svc.redis, svc.keys).create(trigger, actor="test")
+    refused = http.delete("/api/v1/agents/triage", headers=operator)
+    message = _error(refused, 409)
+    assert "schedules nightly" in message and "triggers inbox" in message
+    assert refused.json["error"]["code"] == "conflict"
+    assert http.get("/api/v1/agents/triage", headers=operator).status_code == 200
+    assert "force" in _error(http.delete("/api/v1/agents/triage?force=yes", headers=operator), 400)
+    forced = http.delete("/api/v1/agents/triage?force=true", headers=operator)
+    assert forced.status_code == 200 and forced.json["version"] == 1
+    assert http.get("/api/v1/agents/triage", headers=operator).status_code == 404
+    assert http.get("/api/v1/schedules/nightly", headers=operator).status_code == 200
 
 
 def test_a_conversation_and_a_batch_name_an_agent(
@@ -228,3 +249,9 @@ def test_the_agents_page(signed_in: FlaskClient, svc: Services) -> None:
     assert "Schedule p paused." in paused.text and svc.stores.schedules.status("p").paused
     assert signed_in.post("/schedules/p/delete", data={}).status_code == 403  # no CSRF token
     assert svc.stores.schedules.get("p").name == "p"
+    kept = signed_in.post("/agents/pager/delete", data={"csrf_token": csrf}, follow_redirects=True)
+    assert "is used by schedules p" in kept.text and svc.stores.agents.get("pager")
+    forced = signed_in.post(
+        "/agents/pager/delete", data={"csrf_token": csrf, "force": "on"}, follow_redirects=True
+    )
+    assert "Agent pager deleted." in forced.text and svc.stores.agents.list() == []

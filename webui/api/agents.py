@@ -8,11 +8,13 @@ from flask import Blueprint, Response, url_for
 from pydantic import BaseModel, ConfigDict
 
 from shared.models.agents import Agent, AgentSpec, NewAgent
+from shared.store.agent_removal import delete_agent as remove_agent
 from shared.store.users import Role
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.operations import operation
 from webui.params import json_body
+from webui.queries import DeleteAgentQuery, Switch
 from webui.services import services
 
 __all__ = ["AgentList", "AgentSpecBody", "NewAgentBody", "blueprint"]
@@ -94,13 +96,15 @@ def update_agent(name: str) -> Response:
     "Delete an agent and its versions (conversations keep their configuration); "
     "answers its latest version",
     response=Agent,
-    errors=(404,),
+    query=DeleteAgentQuery,
+    errors=(400, 404, 409),
+    description="An agent that schedules or triggers name is a 409 naming them, unless "
+    "`force=true` (they then fail at each fire until changed).",
 )
 def delete_agent(name: str) -> Response:
-    agents = services().stores.agents
-    latest = agents.get(name)
-    agents.delete(name)
-    log.info("%s deleted agent %s", current_principal().name, name)
+    force = DeleteAgentQuery.read().force is Switch.TRUE
+    latest = remove_agent(services().stores, name, force=force)
+    log.info("%s deleted agent %s%s", current_principal().name, name, " (forced)" * force)
     return reply(latest)
 
 

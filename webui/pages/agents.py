@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from shared.errors import SignoffError
 from shared.models.agents import AgentSpec, NewAgent
 from shared.models.schedules import Missed, NewSchedule, Overlap, RunMode
+from shared.store.agent_removal import delete_agent as remove_agent
 from shared.store.users import Role
 from webui.auth import current_principal, requires
 from webui.services import services
@@ -93,7 +94,7 @@ def update_agent(name: str) -> ResponseReturnValue:
 @requires(Role.OPERATOR)
 def delete_agent(name: str) -> ResponseReturnValue:
     try:
-        services().stores.agents.delete(name)
+        remove_agent(services().stores, name, force=request.form.get("force") == "on")
         flash(f"Agent {name} deleted.", "info")
     except SignoffError as exc:
         flash(str(exc), "error")
