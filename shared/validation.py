@@ -25,6 +25,7 @@ from shared.settings import Settings
 __all__ = [
     "checked_options",
     "conversation_options",
+    "describe_problems",
     "prompt_options",
     "strip_control_characters",
     "validate_prompt",
@@ -136,3 +137,11 @@ def checked_options(model: type[Options], what: str, options: Mapping[str, Any])
             for error in exc.errors()
         )
         raise InvalidInput(f"invalid {what} options: {problems}") from exc
+
+
+def describe_problems(exc: ValidationError, subject: str) -> str:
+    """Every problem of a failed validation on one line, each named by its field (or by
+    `subject` when it is about the whole input), for a form's or a command's error."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or subject}: {e['msg']}" for e in exc.errors()
+    )

@@ -1,13 +1,15 @@
-"""The web's view of webhooks: the endpoint store, the delivery log, and re-sending."""
+"""The web's view of webhooks and triggers: the endpoint store, the delivery log, re-sending,
+and the trigger store."""
 
 from __future__ import annotations
 
 from shared.models.webhooks import WebhookDelivery
+from shared.store.triggers import TriggerStore
 from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore
 from webui.services import services
 
-__all__ = ["delivery_log", "endpoints", "resend"]
+__all__ = ["delivery_log", "endpoints", "resend", "triggers"]
 
 
 def endpoints() -> EndpointStore:
@@ -23,3 +25,8 @@ def delivery_log() -> DeliveryLog:
 def resend(delivery_id: str) -> WebhookDelivery:
     """Makes a delivery pending again and queues its first new attempt."""
     return delivery_log().resend(delivery_id, services().client.tasks.deliver_webhook)
+
+
+def triggers() -> TriggerStore:
+    svc = services()
+    return TriggerStore(svc.redis, svc.keys)

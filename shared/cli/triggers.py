@@ -1,4 +1,4 @@
-"""`signoff trigger`: inbound triggers (create, list, show, delete).
+"""`signoff trigger`: inbound triggers (create, list, show, rotate-secret, delete).
 
 A trigger turns a signed external event into a prompt for an agent; senders POST to
 `/api/v1/triggers/<name>` of the web process.
@@ -15,6 +15,7 @@ from shared.client import Client
 from shared.errors import InvalidInput
 from shared.models.triggers import Trigger, TriggerRequest
 from shared.store.triggers import TriggerStore
+from shared.validation import describe_problems
 from shared.webhooks.payloads import public_base
 
 __all__ = ["trigger"]
@@ -52,17 +53,18 @@ def create(name: str, agent: str, template: str, description: str, secret: str |
             name=name, agent=agent, template=template, description=description, secret=secret
         )
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'trigger'}: {e['msg']}" for e in exc.errors()
-        )
-        raise InvalidInput(problems) from None
+        raise InvalidInput(describe_problems(exc, "trigger")) from None
     with Client() as client:
         client.stores.agents.get(agent)
         created = TriggerStore(client.redis, client.keys).create(
             request, actor=f"cli:{getpass.getuser()}"
         )
         _show(client, created)
-    click.echo(f"secret: {created.secret}  (shown once: senders sign webhook-signature with it)")
+    _secret(created)
+
+
+def _secret(found: Trigger) -> None:
+    click.echo(f"secret: {found.secret}  (shown once: senders sign webhook-signature with it)")
 
 
 @trigger.command("list")
@@ -91,3 +93,13 @@ def delete(name: str) -> None:
     with Client() as client:
         TriggerStore(client.redis, client.keys).delete(name)
     click.echo(f"deleted trigger {name}")
+
+
+@trigger.command("rotate-secret")
+@click.argument("name")
+def rotate_secret(name: str) -> None:
+    """Give a trigger a new secret (printed once); events signed with the old one are refused."""
+    with Client() as client:
+        rotated = TriggerStore(client.redis, client.keys).rotate_secret(name)
+    click.echo(f"new secret for trigger {name}")
+    _secret(rotated)

@@ -50,9 +50,8 @@ class TriggerStore:
             created_at=time.time(),
             created_by=actor,
         )
-        doc = json.dumps(trigger.model_dump(mode="json") | {"secret": trigger.secret})
         with storage_errors(f"creating trigger {request.name}"):
-            created = self.client.hsetnx(self.keys.triggers(), request.name, doc)
+            created = self.client.hsetnx(self.keys.triggers(), request.name, _doc(trigger))
         if not created:
             raise Conflict(f"trigger {request.name!r} exists: delete it first, or pick a name")
         return trigger
@@ -75,6 +74,28 @@ class TriggerStore:
             self.client.hdel(self.keys.triggers(), name)
         return trigger
 
+    def rotate_secret(self, name: str) -> Trigger:
+        """Gives the trigger a new secret: events signed with the old one are refused from
+        now on. The answer carries the new secret (shown once, like a new trigger's)."""
+        index = self.keys.triggers()
+        with (
+            storage_errors(f"rotating the secret of trigger {name}"),
+            self.client.pipeline() as pipe,
+        ):
+            while True:
+                try:
+                    pipe.watch(index)  # a deletion meanwhile is not undone by the write
+                    raw = pipe.hget(index, name)
+                    if raw is None:
+                        raise NotFound(f"no trigger {name!r}")
+                    rotated = _parse(name, str(raw)).model_copy(update={"secret": new_secret()})
+                    pipe.multi()
+                    pipe.hset(index, name, _doc(rotated))
+                    pipe.execute()
+                    return rotated
+                except redis.WatchError:
+                    continue
+
     def claim_event(self, name: str, event_id: str, conversation_id: str) -> str | None:
         """Records that `event_id` starts `conversation_id`; if it was seen, the conversation
         it started then (and nothing is recorded)."""
@@ -88,6 +109,11 @@ class TriggerStore:
         """Lets an event id be sent again (its conversation could not be started)."""
         with storage_errors(f"recording an event of trigger {name}"):
             self.client.delete(self.keys.trigger_event(name, event_digest(event_id)))
+
+
+def _doc(trigger: Trigger) -> str:
+    """The stored form: the model with its secret (which the model leaves out of dumps)."""
+    return json.dumps(trigger.model_dump(mode="json") | {"secret": trigger.secret})
 
 
 def _parse(name: str, doc: str) -> Trigger:

@@ -23,6 +23,7 @@ from shared.models.notifications import Deny
 from shared.models.webhooks import DeliveryStatus, EndpointRequest, WebhookEndpoint
 from shared.settings import Settings
 from shared.store.batches import BatchConfig, BatchLine
+from shared.store.triggers import TriggerStore
 from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore
 from shared.webhooks.signing import new_secret, signed_headers
@@ -342,6 +343,14 @@ def test_trigger_cli_lists_deletes_and_names_bad_definitions(
     assert "whsec_" not in listed.stdout
     again = run_cli(stack_env, *base, "{payload.title}")
     assert again.exit_code == 1 and "exists" in again.stderr
+    first = named.stdout.split("secret: ")[1].split()[0]
+    rotated = run_cli(stack_env, "trigger", "rotate-secret", "sorting")
+    assert rotated.exit_code == 0, rotated.output
+    second = rotated.stdout.split("secret: ")[1].split()[0]
+    assert second.startswith("whsec_") and second != first
+    assert TriggerStore(client.redis, client.keys).get("sorting").secret == second
+    ghost_rotation = run_cli(stack_env, "trigger", "rotate-secret", "ghost")
+    assert ghost_rotation.exit_code == 2 and "no trigger 'ghost'" in ghost_rotation.stderr
     assert run_cli(stack_env, "trigger", "delete", "sorting").exit_code == 0
     gone = run_cli(stack_env, "trigger", "delete", "sorting")
     assert gone.exit_code == 2 and "no trigger 'sorting'" in gone.stderr

@@ -1,5 +1,6 @@
 """Inbound triggers over HTTP: authenticated by their signature alone (401 without a good
-one), idempotent by event id (a replay is a 409), managed by operators only."""
+one), idempotent by event id (a replay is a 409), managed by operators only (every role
+reads them, never a secret); the triggers page."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from shared.models.agents import NewAgent
+from shared.models.triggers import TriggerRequest
+from shared.store.triggers import TriggerStore
+from shared.store.users import Role
 from shared.webhooks.signing import new_secret, signed_headers
+from tests.web.conftest import bearer, form_csrf
 from webui.services import Services
 
 SECRET = new_secret()
@@ -124,8 +129,91 @@ def test_operators_manage_triggers_and_bad_definitions_are_named(
         assert answer.status_code == status, (body, answer.text)
         assert words in answer.text
     for caller in (submitter, viewer):
-        assert http.get("/api/v1/triggers", headers=caller).status_code == 403
+        read = http.get("/api/v1/triggers", headers=caller)
+        assert read.status_code == 200 and SECRET not in read.text  # every role reads them
         assert http.post("/api/v1/triggers", json=base, headers=caller).status_code == 403
         assert http.delete("/api/v1/triggers/issues", headers=caller).status_code == 403
+        assert http.post("/api/v1/triggers/issues/secret", headers=caller).status_code == 403
     assert http.delete("/api/v1/triggers/issues", headers=operator).status_code == 200
     assert http.get("/api/v1/triggers/issues", headers=operator).status_code == 404
+
+
+def test_a_rotated_secret_replaces_the_old_one_at_once(
+    http: FlaskClient, trigger: str, operator: dict[str, str]
+) -> None:
+    rotated = http.post("/api/v1/triggers/issues/secret", headers=operator)
+    assert rotated.status_code == 200, rotated.text
+    fresh = rotated.json["secret"]
+    assert fresh.startswith("whsec_") and fresh != SECRET
+    assert rotated.json["url"].endswith("/api/v1/triggers/issues")
+    assert _fire(http, "evt-old").status_code == 401  # signed with the old secret
+    body = EVENT
+    headers = signed_headers(fresh, "evt-new", int(time.time()), body)
+    assert http.post("/api/v1/triggers/issues", data=body, headers=headers).status_code == 202
+    assert http.get("/api/v1/triggers/issues", headers=operator).json["template"] == TEMPLATE
+    missing = http.post("/api/v1/triggers/ghost/secret", headers=operator)
+    assert missing.status_code == 404 and "no trigger 'ghost'" in missing.text
+
+
+def test_the_triggers_page_shows_each_secret_once_and_escapes_what_it_lists(
+    signed_in: FlaskClient, svc: Services
+) -> None:
+    svc.stores.agents.create(NewAgent(name="triage"), actor="test")
+    page = signed_in.get("/triggers")
+    assert page.status_code == 200 and "No triggers yet" in page.text
+    assert 'href="/triggers">Triggers</a>' in signed_in.get("/agents").text  # in the nav
+    token = form_csrf(page.text)
+    form = {
+        "csrf_token": token,
+        "name": "issues",
+        "agent": "triage",
+        "template": "<b>{payload.title}</b>",
+        "description": "<script>alert(1)</script>",
+    }
+    created = signed_in.post("/triggers", data=form)
+    assert created.status_code == 201
+    store = TriggerStore(svc.redis, svc.keys)
+    first = store.get("issues").secret
+    assert first in created.text and "/api/v1/triggers/issues" in created.text
+    listed = signed_in.get("/triggers").text
+    assert first not in listed and 'data-trigger="issues"' in listed
+    assert "&lt;b&gt;{payload.title}&lt;/b&gt;" in listed and "<b>{payload" not in listed
+    assert "<script>alert(1)" not in listed and "&lt;script&gt;" in listed
+    rotated = signed_in.post("/triggers/issues/secret", data={"csrf_token": token})
+    second = store.get("issues").secret
+    assert rotated.status_code == 200 and second != first
+    assert second in rotated.text and first not in rotated.text
+    for changes, words in [
+        ({"name": "bad", "template": "{payload.a!r}"}, "conversion"),
+        ({"name": "lost", "agent": "ghost"}, "no agent named &#39;ghost&#39;"),
+        ({"name": "issues"}, "exists"),
+    ]:
+        refused = signed_in.post("/triggers", data={**form, **changes})
+        assert refused.status_code == 302
+        assert words in signed_in.get("/triggers").text, changes
+    assert [t.name for t in store.all()] == ["issues"]
+    no_csrf = signed_in.post("/triggers/issues/delete", data={"csrf_token": ""})
+    assert no_csrf.status_code == 403 and store.get("issues")
+    deleted = signed_in.post("/triggers/issues/delete", data={"csrf_token": token})
+    assert deleted.status_code == 302 and store.all() == []
+    assert "Trigger issues deleted." in signed_in.get("/triggers").text
+
+
+def test_every_role_reads_the_triggers_page_and_only_operators_change_it(
+    http: FlaskClient, svc: Services, tokens: dict[Role, str]
+) -> None:
+    svc.stores.agents.create(NewAgent(name="triage"), actor="test")
+    request = TriggerRequest(name="issues", agent="triage", template="{payload.title}")
+    secret = TriggerStore(svc.redis, svc.keys).create(request, actor="test").secret
+    for role in (Role.VIEWER, Role.SUBMITTER):
+        caller = bearer(tokens[role])
+        page = http.get("/triggers", headers=caller)
+        assert page.status_code == 200 and 'data-trigger="issues"' in page.text
+        assert "{payload.title}" in page.text and secret not in page.text
+        assert 'id="new-trigger"' not in page.text and "New secret" not in page.text
+        form = {"name": "other", "agent": "triage", "template": "x"}
+        assert http.post("/triggers", data=form, headers=caller).status_code == 403
+        assert http.post("/triggers/issues/secret", headers=caller).status_code == 403
+        assert http.post("/triggers/issues/delete", headers=caller).status_code == 403
+    assert TriggerStore(svc.redis, svc.keys).get("issues").secret == secret
+    assert http.get("/triggers").status_code in (302, 401)  # no one signed in

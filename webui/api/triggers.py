@@ -14,7 +14,6 @@ from flask import Blueprint, Response, request, url_for
 from pydantic import BaseModel, Field, RootModel
 
 from shared.models.triggers import Trigger, TriggerFired, TriggerRequest
-from shared.store.triggers import TriggerStore
 from shared.store.users import Role
 from shared.webhooks.signing import SignatureRefused
 from shared.webhooks.triggers import DuplicateEvent, fire
@@ -24,6 +23,7 @@ from webui.errors import HttpProblem
 from webui.operations import operation
 from webui.params import json_body
 from webui.services import services
+from webui.webhook_services import triggers
 
 __all__ = ["MAX_EVENT_BYTES", "blueprint"]
 
@@ -45,11 +45,6 @@ class CreatedTrigger(Trigger):
 
 class TriggerEvent(RootModel[dict[str, Any]]):
     """The sender's event: any JSON object; the trigger's template picks fields from it."""
-
-
-def _store() -> TriggerStore:
-    svc = services()
-    return TriggerStore(svc.redis, svc.keys)
 
 
 @signature_authenticated
@@ -87,10 +82,10 @@ def fire_trigger(name: str) -> Response:
     return reply(fired, 202)
 
 
-@requires(Role.OPERATOR)
-@operation("Triggers", response=TriggerList)
+@requires(Role.VIEWER)
+@operation("Triggers: name, agent, template; never a secret", response=TriggerList)
 def list_triggers() -> Response:
-    return reply(TriggerList(items=_store().all()))
+    return reply(TriggerList(items=triggers().all()))
 
 
 @requires(Role.OPERATOR)
@@ -105,22 +100,38 @@ def create_trigger() -> Response:
     body = json_body(TriggerRequest)
     svc = services()
     svc.stores.agents.get(body.agent)  # 404 for an agent that does not exist
-    trigger = _store().create(body, actor=current_principal().name)
+    trigger = triggers().create(body, actor=current_principal().name)
+    location = url_for(".show_trigger", name=trigger.name)
+    return reply(_with_secret(trigger), 201, headers={"Location": location})
+
+
+def _with_secret(trigger: Trigger) -> CreatedTrigger:
     url = url_for(".fire_trigger", name=trigger.name, _external=True)
-    created = CreatedTrigger(**trigger.model_dump(), secret=trigger.secret, url=url)
-    return reply(created, 201, headers={"Location": url_for(".show_trigger", name=trigger.name)})
+    return CreatedTrigger(**trigger.model_dump(), secret=trigger.secret, url=url)
 
 
 @requires(Role.OPERATOR)
-@operation("One trigger", response=Trigger, errors=(404,))
+@operation(
+    "Give a trigger a new secret (in this answer only); the old one stops working at once",
+    response=CreatedTrigger,
+    errors=(404,),
+)
+def rotate_trigger_secret(name: str) -> Response:
+    rotated = triggers().rotate_secret(name)
+    log.info("%s rotated the secret of trigger %s", current_principal().name, name)
+    return reply(_with_secret(rotated))
+
+
+@requires(Role.VIEWER)
+@operation("One trigger (never its secret)", response=Trigger, errors=(404,))
 def show_trigger(name: str) -> Response:
-    return reply(_store().get(name))
+    return reply(triggers().get(name))
 
 
 @requires(Role.OPERATOR)
 @operation("Delete a trigger (its conversations stay)", response=Trigger, errors=(404,))
 def delete_trigger(name: str) -> Response:
-    deleted = _store().delete(name)
+    deleted = triggers().delete(name)
     log.info("%s deleted trigger %s", current_principal().name, name)
     return reply(deleted)
 
@@ -132,4 +143,5 @@ def blueprint() -> Blueprint:
     bp.add_url_rule("/triggers/<id:name>", view_func=fire_trigger, methods=["POST"])
     bp.add_url_rule("/triggers/<id:name>", view_func=show_trigger, methods=["GET"])
     bp.add_url_rule("/triggers/<id:name>", view_func=delete_trigger, methods=["DELETE"])
+    bp.add_url_rule("/triggers/<id:name>/secret", view_func=rotate_trigger_secret, methods=["POST"])
     return bp

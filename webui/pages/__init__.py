@@ -19,6 +19,7 @@ from webui.pages import (
     home,
     policy,
     session,
+    triggers,
     usage,
     webhooks,
 )
@@ -48,7 +49,7 @@ def blueprint() -> Blueprint:
     pages = Blueprint("pages", __name__)
     pages.app_context_processor(_globals)
     sections = (session, home, conversations, bulk, approvals, batches, policy, audit, usage)
-    for section in (*sections, agents, webhooks):
+    for section in (*sections, agents, webhooks, triggers):
         pages.register_blueprint(section.blueprint())
     pages.add_app_template_filter(pretty_json, "pretty_json")
     pages.add_app_template_global(bar_segments, "bar_segments")  # macros see globals only

@@ -14,6 +14,7 @@ from shared.models.agents import AgentSpec, NewAgent
 from shared.models.schedules import Missed, NewSchedule, Overlap, RunMode
 from shared.store.agent_removal import delete_agent as remove_agent
 from shared.store.users import Role
+from shared.validation import describe_problems
 from webui.auth import current_principal, requires
 from webui.services import services
 
@@ -40,11 +41,7 @@ def _form(*names: str) -> dict[str, Any]:
 
 
 def _problem(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'form'}: {e['msg']}" for e in exc.errors()
-        )
-    return str(exc)
+    return describe_problems(exc, "form") if isinstance(exc, ValidationError) else str(exc)
 
 
 # What the page's agent forms edit; the rest of an agent (labels, response schema, limits,

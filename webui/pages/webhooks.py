@@ -14,6 +14,7 @@ from shared.models.webhooks import (
     WebhookEventKind,
 )
 from shared.store.users import Role
+from shared.validation import describe_problems
 from webui.auth import current_principal, requires
 from webui.webhook_services import delivery_log, endpoints, resend
 
@@ -53,10 +54,7 @@ def add() -> ResponseReturnValue:
             description=request.form.get("description", "").strip(),
         )
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'endpoint'}: {e['msg']}" for e in exc.errors()
-        )
-        flash(f"Not added: {problems}", "error")
+        flash(f"Not added: {describe_problems(exc, 'endpoint')}", "error")
         return redirect(url_for(".index"))
     # Shown on this answer only, not through a redirect: the secret never sits in a cookie.
     return _page(created=endpoints().add(body, actor=current_principal().name), status=201)
