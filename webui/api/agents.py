@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, url_for
+from flask import Blueprint, Response
 from pydantic import BaseModel, ConfigDict
 
 from shared.models.agents import Agent, AgentSpec, NewAgent
 from shared.store.agent_removal import delete_agent as remove_agent
 from shared.store.users import Role
-from webui.api.replies import reply
+from webui.api.replies import created, reply
 from webui.auth import current_principal, requires
 from webui.operations import operation
 from webui.params import json_body
@@ -58,10 +58,9 @@ def list_agents() -> Response:
 def create_agent() -> Response:
     body = json_body(NewAgentBody)
     actor = current_principal().name
-    created = services().stores.agents.create(body, actor=actor)
-    log.info("%s created agent %s", actor, created.name)
-    location = url_for(".get_agent", name=created.name)
-    return reply(created, 201, headers={"Location": location})
+    agent = services().stores.agents.create(body, actor=actor)
+    log.info("%s created agent %s", actor, agent.name)
+    return created(agent, ".get_agent", name=agent.name)
 
 
 @requires(Role.VIEWER)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, url_for
+from flask import Blueprint, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.models.schedules import NewSchedule, ScheduleRun, ScheduleStatus
 from shared.store.users import Role
-from webui.api.replies import reply
+from webui.api.replies import created, reply
 from webui.auth import current_principal, requires
 from webui.operations import operation
 from webui.params import json_body
@@ -55,8 +55,7 @@ def create_schedule() -> Response:
     store = services().stores.schedules
     store.create(body, actor=actor)
     log.info("%s created schedule %s for agent %s", actor, body.name, body.agent)
-    location = url_for(".get_schedule", name=body.name)
-    return reply(store.status(body.name), 201, headers={"Location": location})
+    return created(store.status(body.name), ".get_schedule", name=body.name)
 
 
 @requires(Role.VIEWER)
@@ -76,10 +75,7 @@ def schedule_runs(name: str) -> Response:
 @requires(Role.OPERATOR)
 @operation("Pause a schedule: no fire until resumed", response=ScheduleStatus, errors=(404,))
 def pause_schedule(name: str) -> Response:
-    store = services().stores.schedules
-    store.pause(name)
-    log.info("%s paused schedule %s", current_principal().name, name)
-    return reply(store.status(name))
+    return _set_paused(name, paused=True)
 
 
 @requires(Role.OPERATOR)
@@ -87,9 +83,14 @@ def pause_schedule(name: str) -> Response:
     "Resume a schedule from the first slot after now", response=ScheduleStatus, errors=(404,)
 )
 def resume_schedule(name: str) -> Response:
+    return _set_paused(name, paused=False)
+
+
+def _set_paused(name: str, *, paused: bool) -> Response:
     store = services().stores.schedules
-    store.resume(name)
-    log.info("%s resumed schedule %s", current_principal().name, name)
+    (store.pause if paused else store.resume)(name)
+    done = "paused" if paused else "resumed"
+    log.info("%s %s schedule %s", current_principal().name, done, name)
     return reply(store.status(name))
 
 

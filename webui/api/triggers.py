@@ -17,7 +17,7 @@ from shared.models.triggers import Trigger, TriggerFired, TriggerRequest
 from shared.store.users import Role
 from shared.webhooks.signing import SignatureRefused
 from shared.webhooks.triggers import DuplicateEvent, fire
-from webui.api.replies import reply
+from webui.api.replies import created, reply
 from webui.auth import current_principal, requires, signature_authenticated
 from webui.errors import HttpProblem
 from webui.operations import operation
@@ -101,8 +101,7 @@ def create_trigger() -> Response:
     svc = services()
     svc.stores.agents.get(body.agent)  # 404 for an agent that does not exist
     trigger = triggers().create(body, actor=current_principal().name)
-    location = url_for(".show_trigger", name=trigger.name)
-    return reply(_with_secret(trigger), 201, headers={"Location": location})
+    return created(_with_secret(trigger), ".show_trigger", name=trigger.name)
 
 
 def _with_secret(trigger: Trigger) -> CreatedTrigger:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
-from flask import Blueprint, Response, url_for
+from flask import Blueprint, Response
 from pydantic import BaseModel, Field
 
 from shared.models.webhooks import DeliveryStatus, EndpointRequest, WebhookDelivery, WebhookEndpoint
 from shared.store.users import Role
-from webui.api.replies import reply
+from webui.api.replies import created, reply
 from webui.auth import current_principal, requires
 from webui.operations import operation
 from webui.params import ChoiceParam, IntegerParam, QueryModel, json_body
@@ -72,9 +72,8 @@ def add_endpoint() -> Response:
     # the host only: a chat tool's incoming-webhook URL is a secret in itself
     host = urlsplit(endpoint.url).hostname
     log.info("%s registered webhook endpoint %s for %s", actor, endpoint.id, host)
-    created = CreatedEndpoint(**endpoint.model_dump(), secret=endpoint.secret)
-    location = url_for(".get_endpoint", endpoint_id=endpoint.id)
-    return reply(created, 201, headers={"Location": location})
+    answer = CreatedEndpoint(**endpoint.model_dump(), secret=endpoint.secret)
+    return created(answer, ".get_endpoint", endpoint_id=endpoint.id)
 
 
 @requires(Role.OPERATOR)
