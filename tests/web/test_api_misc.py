@@ -114,6 +114,7 @@ def test_openapi_lists_every_route(app: Flask, http: FlaskClient, viewer: dict[s
                 "/pause",
                 "/resume",
                 "/redeliver",
+                "/secret",
             )
             if method == "POST" and not path.endswith(bodiless):
                 assert "requestBody" in operation, path
