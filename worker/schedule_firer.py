@@ -96,9 +96,13 @@ class ScheduleFirer:
         handled = 0
         for name, due_ms in due:
             schedule = schedules.get(name)
-            if name in won and isinstance(schedule, Schedule):
+            if name not in won:
+                continue
+            if isinstance(schedule, Schedule):
                 self._slot(schedule, due_ms, now)
                 handled += 1
+            else:  # it left the due set: nothing to fire
+                self.store.drop_claim(name, due_ms)
         return handled
 
     def _slot(self, schedule: Schedule, due_ms: int, now: float) -> None:

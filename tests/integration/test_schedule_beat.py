@@ -111,7 +111,7 @@ def test_slots_claimed_by_a_killed_beat_are_fired_once_by_another(
         first = BeatProcess(env).start()
         second = BeatProcess(env)
         try:
-            at = datetime.fromtimestamp(time.time() + 1.5, UTC)
+            at = datetime.fromtimestamp(time.time() + 4, UTC)  # after all are made
             names = [f"o{i}" for i in range(ORPHANS)]
             for name in names:
                 spec = NewSchedule(name=name, agent="once", prompt="go", at=at)

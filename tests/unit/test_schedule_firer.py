@@ -156,7 +156,7 @@ def test_a_slot_claimed_by_a_beat_that_died_is_handled_once_after_the_lease(
     assert len(sent) == (outcome == "started")
 
 
-def test_a_fired_slot_leaves_no_claim_and_a_deleted_schedules_claim_is_dropped(
+def test_claims_of_fired_deleted_and_unreadable_schedules_are_not_left_behind(
     stores: Stores, firer: ScheduleFirer
 ) -> None:
     _every(stores, "f")
@@ -170,6 +170,11 @@ def test_a_fired_slot_leaves_no_claim_and_a_deleted_schedules_claim_is_dropped(
     assert firer.tick(now=T0 + 20 + lease + 1) >= 1  # the claim taken over, then dropped
     assert stores.schedules.stale_claims(T0 + 9999, lease) == []
     assert len(stores.schedules.runs("gone")) == 0
+    _every(stores, "broken")
+    stores.redis.hset(stores.keys.schedules(), "broken", "{not json")
+    assert firer.tick(now=T0 + 10.01) == 0  # an unreadable schedule leaves the due set
+    assert stores.schedules.stale_claims(T0 + 9999, lease) == []  # and holds no claim
+    assert [name for name, _ in stores.schedules.due(T0 + 9999)] == ["f"]
 
 
 def test_pause_resume_delete_and_a_vanished_agent(stores: Stores, firer: ScheduleFirer) -> None:
