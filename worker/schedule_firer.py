@@ -41,10 +41,12 @@ class ScheduleFirer:
         self._random = secrets.SystemRandom()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._tick_started = (0.0, 0.0)  # the tick's `now`, and the monotonic clock then
 
     def tick(self, now: float | None = None) -> int:
         """Handles every slot due at `now` and every queued fire now free; returns the count."""
         now = time.time() if now is None else now
+        self._tick_started = (now, time.monotonic())
         self.runner.forget_agents()  # agents as of this tick: read once, not once per fire
         due = self.store.due(now)
         # Beats racing for one slot's fires take them in different orders, so they mostly
@@ -60,10 +62,16 @@ class ScheduleFirer:
             handled += self._release(name)
         return handled
 
+    def _clock(self) -> float:
+        """The tick's time moved on by the time the tick has taken: a claim records when it
+        was made, not when a long tick began, or another beat would take it too early."""
+        began, mark = self._tick_started
+        return began + (time.monotonic() - mark)
+
     def _recover(self, now: float) -> int:
         """Fires the slots that a beat claimed and died before firing."""
         stale = self.store.stale_claims(now, self.settings.schedule_claim_lease_s)
-        taken = self.store.reclaim(stale, now=now)
+        taken = self.store.reclaim(stale, now=self._clock())
         schedules = self.store.get_many([claim.name for claim in taken])
         for claim in taken:
             schedule = schedules.get(claim.name)
@@ -92,7 +100,7 @@ class ScheduleFirer:
             elif schedule is not None:
                 upcoming = schedule.next_after(max(now, due_ms / 1000))
             slots.append((name, due_ms, None if upcoming is None else to_ms(upcoming)))
-        won = self.store.claim(slots, now=now)
+        won = self.store.claim(slots, now=self._clock())
         handled = 0
         for name, due_ms in due:
             schedule = schedules.get(name)

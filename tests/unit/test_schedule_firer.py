@@ -7,9 +7,11 @@ running, which is what the overlap policies are about.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import redis
@@ -22,7 +24,7 @@ from shared.models.webhooks import EndpointRequest, WebhookEvent
 from shared.settings import Settings
 from shared.store.bundle import Stores
 from shared.store.webhooks import EndpointStore
-from worker.schedule_firer import ScheduleFirer
+from worker.schedule_firer import CLAIM_BATCH, ScheduleFirer
 from worker.schedule_runs import ScheduleRunner
 
 T0 = 1_000_000.0
@@ -175,6 +177,26 @@ def test_claims_of_fired_deleted_and_unreadable_schedules_are_not_left_behind(
     assert firer.tick(now=T0 + 10.01) == 0  # an unreadable schedule leaves the due set
     assert stores.schedules.stale_claims(T0 + 9999, lease) == []  # and holds no claim
     assert [name for name, _ in stores.schedules.due(T0 + 9999)] == ["f"]
+
+
+def test_a_claim_is_stamped_when_it_is_made_not_when_a_long_tick_began(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(CLAIM_BATCH + 1):
+        _every(stores, f"slow{i}")
+    firer = ScheduleFirer(ScheduleRunner(stores, lambda _cid: time.sleep(0.02)))
+    stamps: list[float | None] = []
+    claim = stores.schedules.claim
+
+    def stamped(slots: Any, *, now: float | None = None) -> set[str]:
+        stamps.append(now)
+        return claim(slots, now=now)
+
+    monkeypatch.setattr(stores.schedules, "claim", stamped)
+    assert firer.tick(now=T0 + 10.01) == CLAIM_BATCH + 1
+    first, second = stamps
+    assert first is not None and second is not None
+    assert second - first >= CLAIM_BATCH * 0.02  # the first batch's fires took that long
 
 
 def test_pause_resume_delete_and_a_vanished_agent(stores: Stores, firer: ScheduleFirer) -> None:
