@@ -98,7 +98,7 @@ class ScheduleFirer:
             if isinstance(schedule, CorruptRecord):
                 log.error("schedule %s dropped from the due set: %s", name, schedule)
             elif schedule is not None:
-                upcoming = schedule.next_after(max(now, due_ms / 1000))
+                upcoming = schedule.after_slot(due_ms, now)
             slots.append((name, due_ms, None if upcoming is None else to_ms(upcoming)))
         won = self.store.claim(slots, now=self._clock())
         handled = 0
@@ -126,7 +126,7 @@ class ScheduleFirer:
     def _missed(self, schedule: Schedule, due_ms: int, now: float) -> str:
         """Why this slot counts as missed, or "" when it is on time."""
         due = due_ms / 1000
-        later = schedule.next_after(due)
+        later = schedule.after_slot(due_ms)
         if now - due > self.settings.schedule_misfire_s or (later is not None and later <= now):
             when = datetime.fromtimestamp(due, UTC).isoformat(timespec="seconds")
             return f"missed: due {when}, handled {now - due:.0f} s late"

@@ -10,8 +10,9 @@ never tried and older than a reclaim is sent again.
 The dispatcher also sweeps for lost retries: a retry waits out its backoff as a Celery
 countdown inside one worker, so a worker killed meanwhile takes it along until Celery
 redelivers it (the visibility timeout, 15 minutes by default). A pending delivery overdue
-by more than `webhook_retry_grace_s` is taken (once among dispatchers) and sent again;
-the attempt's lock and due time make a late copy of the lost task do nothing.
+by more than `webhook_retry_grace_s` is taken (once among dispatchers) and sent again.
+Every task names how many attempts were made before the one it is for, and an attempt
+holds a lock, so a late copy of the lost task (or of a first attempt) does nothing.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def register_webhooks(app: Celery, settings: Settings) -> None:
             own,
             keys,
             DeliveryLog(own, keys, size=settings.webhook_log_size),
-            later,
+            lambda did: later(did, 0.0, 0),  # a first attempt: none made before it
             send_retry=lambda did, seen: later(did, 0.0, seen),
             retry_grace_s=settings.webhook_retry_grace_s,
         )

@@ -143,6 +143,13 @@ class Schedule(NewSchedule):
         at = self.at.timestamp()
         return at if at > moment else None
 
+    def after_slot(self, due_ms: int, moment: float = 0.0) -> float | None:
+        """The first fire time after the slot stored as `due_ms`, and after `moment`.
+
+        Slots are stored in whole ms, so a stored one may sit up to half a ms before its
+        fire time; looking from its own value would find that same slot again."""
+        return self.next_after(max(moment, (due_ms + 1) / 1000))
+
     def next_times(self, after: float, count: int) -> list[float]:
         """The next `count` fire times after `after` (fewer when the schedule ends)."""
         found: list[float] = []

@@ -141,7 +141,8 @@ class ScheduleStore:
         paused = state.get("paused") == "1"
         upcoming: list[float] = []
         if not paused and score is not None:
-            upcoming = [score / 1000, *schedule.next_times(score / 1000, _SHOWN_NEXT - 1)]
+            later = schedule.next_times((int(score) + 1) / 1000, _SHOWN_NEXT - 1)
+            upcoming = [score / 1000, *later]
         outcome = state.get("last_outcome")
         return ScheduleStatus(
             schedule=schedule,

@@ -199,6 +199,30 @@ def test_a_claim_is_stamped_when_it_is_made_not_when_a_long_tick_began(
     assert second - first >= CLAIM_BATCH * 0.02  # the first batch's fires took that long
 
 
+@pytest.mark.parametrize("timing", [{"at": T0 + 10.0004}, {"every_s": 10.0}])
+def test_a_slot_a_hair_after_its_stored_ms_fires_once_on_time(
+    stores: Stores, firer: ScheduleFirer, timing: dict[str, float]
+) -> None:
+    """Slots are stored in whole ms: 10.0004 s is kept as 10.000, so a beat can wake before
+    the slot's true time; it must not find the same slot again as the next one."""
+    spec: dict[str, object] = {"name": "hair", "agent": "bot", "prompt": "go", "missed": "skip"}
+    if "at" in timing:
+        spec["at"] = datetime.fromtimestamp(timing["at"], UTC)
+        created = T0
+    else:
+        spec["every_s"] = timing["every_s"]
+        created = T0 + 0.0004  # the slots are 10.0004 s, 20.0004 s... after T0
+    stores.schedules.create(NewSchedule.model_validate(spec), actor="test", now=created)
+    assert firer.tick(now=T0 + 10.0002) == 1
+    [run] = stores.schedules.runs("hair")
+    assert run.outcome is RunOutcome.STARTED and run.detail == "", run
+    assert firer.tick(now=T0 + 10.01) == 0
+    upcoming = stores.schedules.status("hair", now=T0 + 10.01).next_fire_times
+    assert upcoming == (
+        [] if "at" in timing else [pytest.approx(T0 + 20.0004 + k * 10) for k in range(5)]
+    )
+
+
 def test_pause_resume_delete_and_a_vanished_agent(stores: Stores, firer: ScheduleFirer) -> None:
     _every(stores, "p")
     stores.schedules.pause("p")
