@@ -103,7 +103,8 @@ def update_agent(name: str) -> Response:
 def delete_agent(name: str) -> Response:
     force = DeleteAgentQuery.read().force is Switch.TRUE
     latest = remove_agent(services().stores, name, force=force)
-    log.info("%s deleted agent %s%s", current_principal().name, name, " (forced)" * force)
+    how = "deleted (forced)" if force else "deleted"
+    log.info("%s %s agent %s", current_principal().name, how, name)
     return reply(latest)
 
 
