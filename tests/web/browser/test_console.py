@@ -373,6 +373,7 @@ def test_every_page_at_1280_and_390_px_is_labelled_readable_and_fits(
         "usage": "/usage",
         "agents": "/agents",
         "webhooks": "/webhooks",
+        "triggers": "/triggers",
     }
     for width in (1280, 390):
         with signed_in(browser, server, width=width, height=900) as tab:
