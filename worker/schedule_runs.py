@@ -1,9 +1,10 @@
 """One fire of a schedule: its agent's prompt, into the right conversation, by its overlap policy.
 
 A run of a `new` schedule is a conversation whose id is the schedule's name and the slot's
-due time, so a slot can never start two runs even if it were handed out twice; a
-`continue` schedule keeps one conversation (named after the schedule and its creation)
-whose configuration is the agent's version at the first fire. A run counts as still
+due time, so a slot can never start two runs even if it were handed out twice: a beat that
+takes over a dead beat's claim finds the conversation, and sends its prompt only if that
+beat had not. A `continue` schedule keeps one conversation (named after the schedule and
+its creation) whose configuration is the agent's version at the first fire. A run counts as still
 running while its conversation has a turn active (parked for an approval included) or
 queued.
 """
@@ -24,6 +25,8 @@ from shared.store.schedules import to_ms
 from shared.validation import validate_prompt
 
 __all__ = ["ScheduleRunner", "run_conversation_id", "run_prefix"]
+
+_ADOPTED = "its conversation was made by a beat that stopped before recording the fire"
 
 
 def run_prefix(name: str) -> str:
@@ -106,9 +109,23 @@ class ScheduleRunner:
         """A new conversation for the slot, its prompt queued."""
         agent = agent or self._agent(schedule)
         cid = run_conversation_id(schedule, due_ms)
-        self._create(schedule, agent, cid)
+        if not self._create(schedule, agent, cid):
+            return self._adopt(schedule, due_ms, outcome, agent, cid)
         turn = self._send(cid, schedule, DoubleTextPolicy.ENQUEUE)
         return self._run(due_ms, outcome, cid=cid, turn=turn, agent=agent)
+
+    def _adopt(
+        self, schedule: Schedule, due_ms: int, outcome: RunOutcome, agent: Agent, cid: str
+    ) -> ScheduleRun:
+        """The slot's conversation exists: a beat made it and stopped before recording the
+        fire (its claim was taken over). Its prompt is sent only if it never was; the advance
+        task is sent either way, in case that beat died before sending it."""
+        record = self.stores.conversations.get(cid)
+        if record.active_turn or record.queued or record.last_turn_status is not None:
+            self.send_advance(cid)  # harmless if it was sent: a second advance finds it leased
+            return self._run(due_ms, outcome, cid=cid, agent=agent, detail=_ADOPTED)
+        turn = self._send(cid, schedule, DoubleTextPolicy.ENQUEUE)
+        return self._run(due_ms, outcome, cid=cid, turn=turn, agent=agent, detail=_ADOPTED)
 
     def _continue(self, schedule: Schedule, agent: Agent, due_ms: int) -> ScheduleRun:
         cid = run_conversation_id(schedule, due_ms)
@@ -131,15 +148,16 @@ class ScheduleRunner:
         record = self.stores.conversations.get(cid)
         return bool(record.active_turn) or record.queued > 0
 
-    def _create(self, schedule: Schedule, agent: Agent, cid: str) -> None:
+    def _create(self, schedule: Schedule, agent: Agent, cid: str) -> bool:
+        """Creates the run's conversation; False when it already exists."""
         config = agent_options(agent).resolve(self.stores.settings, policy_may_loosen=False)
         try:
             self.stores.conversations.create(
                 config, conversation_id=cid, owner=f"schedule:{schedule.name}"
             )
         except Conflict:
-            if schedule.conversation is RunMode.NEW:
-                raise
+            return False
+        return True
 
     def _send(self, cid: str, schedule: Schedule, policy: DoubleTextPolicy) -> str:
         prompt = validate_prompt(schedule.prompt, self.stores.settings)

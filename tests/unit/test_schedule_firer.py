@@ -19,13 +19,15 @@ from pydantic import ValidationError
 
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import NewAgent
+from shared.models.config import ConversationConfig
+from shared.models.content import Content
 from shared.models.schedules import NewSchedule, RunOutcome, Schedule
 from shared.models.webhooks import EndpointRequest, WebhookEvent
-from shared.settings import Settings
+from shared.settings import DoubleTextPolicy, Settings
 from shared.store.bundle import Stores
 from shared.store.webhooks import EndpointStore
 from worker.schedule_firer import CLAIM_BATCH, ScheduleFirer
-from worker.schedule_runs import ScheduleRunner
+from worker.schedule_runs import ScheduleRunner, run_conversation_id
 
 T0 = 1_000_000.0
 
@@ -177,6 +179,30 @@ def test_claims_of_fired_deleted_and_unreadable_schedules_are_not_left_behind(
     assert firer.tick(now=T0 + 10.01) == 0  # an unreadable schedule leaves the due set
     assert stores.schedules.stale_claims(T0 + 9999, lease) == []  # and holds no claim
     assert [name for name, _ in stores.schedules.due(T0 + 9999)] == ["f"]
+
+
+@pytest.mark.parametrize("prompted", [False, True])
+def test_a_taken_over_slot_adopts_the_conversation_its_dead_beat_made(
+    stores: Stores, sent: list[str], prompted: bool
+) -> None:
+    """The dead beat got as far as the run's conversation (and maybe its prompt): the slot
+    runs once, in that conversation, with one prompt."""
+    _every(stores, "a", every_s=600.0)
+    schedule = stores.schedules.get("a")
+    due_ms = int((T0 + 600) * 1000)
+    assert stores.schedules.claim([("a", due_ms, due_ms + 10**9)], now=T0 + 600) == {"a"}
+    cid = run_conversation_id(schedule, due_ms)
+    stores.conversations.create(ConversationConfig(), conversation_id=cid, owner="schedule:a")
+    if prompted:
+        stores.conversations.submit(cid, Content.from_text("go"), DoubleTextPolicy.ENQUEUE)
+    firer = ScheduleFirer(ScheduleRunner(stores, sent.append))
+    lease = stores.settings.schedule_claim_lease_s
+    assert firer.tick(now=T0 + 600 + lease + 1) == 1
+    [run] = stores.schedules.runs("a")
+    assert (run.outcome, run.conversation_id) == (RunOutcome.STARTED, cid)
+    assert "made by a beat that stopped" in run.detail
+    assert stores.conversations.get(cid).queued == 1  # one prompt, whoever sent it
+    assert sent == [cid]  # its advance, in case the dead beat had not sent it
 
 
 def test_a_claim_is_stamped_when_it_is_made_not_when_a_long_tick_began(
