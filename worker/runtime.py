@@ -155,6 +155,8 @@ class Runtime:
             result = TurnMachine(leg, self.registry, self.providers, self.limiter).run()
             if result is not LegOutcome.FINISHED:
                 return result.value, False
+            if leg.writer.released:  # the turn's end found nothing queued and let go
+                return "finished", True
             claim = self._claim(cid, lease.token)
             if claim[0] == "idle":
                 return "finished", True

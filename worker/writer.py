@@ -72,6 +72,7 @@ class FlushArgs(BaseModel):
     # the script can see that, so it gets both changes, each event built and validated by
     # pydantic here, and picks one (patching the JSON in Lua would mean a second encoder).
     status_if_closed: StatusChange | None = None
+    release_if_idle: bool = False  # a turn's end: let the lease go when nothing is queued
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class FlushResult:
     first_position: int
     cancel_requested: bool
     event_ids: list[str]
+    released: bool  # the turn ended with nothing queued, and the lease was let go
 
 
 class Writer:
@@ -105,11 +107,12 @@ class Writer:
         self.model = model
         self._keys = keys
         self.cancel_seen = False  # an abort of this turn was reported by a flush
+        self.released = False  # the turn's end let the lease go: nothing was queued
         self.on_flush: Callable[[Flush], None] | None = None  # called after each written flush
         self.written: list[Step] = []  # steps this writer appended, in order
         turn_key = keys.turn(cid, turn_id)
         # flush.lua's KEYS: lease, conversation, turn, events, tool results, notification
-        # (the turn's key when there is none), delivery stream, then the history's keys.
+        # (the turn's key when there is none), delivery stream, the history's keys, inbox.
         self._script_keys = [
             keys.lease(cid),
             keys.conversation(cid),
@@ -119,6 +122,7 @@ class Writer:
             turn_key,
             keys.conversation_notifications(cid),
             *keys.history(cid),
+            keys.inbox(cid),
         ]
         self._maxlen = str(settings.stream_maxlen)
         self._ttl_ms = str(settings.events_ttl_s * 1000)
@@ -137,7 +141,8 @@ class Writer:
             raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
         self.next_position = int(reply[1]) + len(flush.steps)
         self.written += flush.steps
-        result = FlushResult(int(reply[1]), reply[2] == 1, list(reply[3]))
+        result = FlushResult(int(reply[1]), reply[2] == 1, list(reply[3]), reply[4] == 1)
+        self.released = self.released or result.released
         self.cancel_seen = self.cancel_seen or result.cancel_requested
         if self.on_flush is not None:
             self.on_flush(flush)
@@ -161,6 +166,7 @@ class Writer:
                 flush.steps, self.max_history_size, usage=flush.usage, start_turn=flush.start_turn
             ),
             status=None if status is None else self._status_change(status),
+            release_if_idle=flush.end is not None,
             status_if_closed=(
                 self._status_change(ConversationStatus.CLOSED)
                 if status is ConversationStatus.IDLE

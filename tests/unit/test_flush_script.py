@@ -111,3 +111,23 @@ def test_a_flush_after_redis_forgot_its_scripts_still_writes_once(
     [day] = real_redis.keys(keys.usage_by_day("*"))
     assert real_redis.hget(day, "m:prompt_token_count") == "6"
     assert flusher.next_position == 2
+
+
+@pytest.mark.parametrize("queued", [0, 1])
+def test_a_turns_end_lets_the_lease_go_only_when_nothing_is_queued(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings, queued: int
+) -> None:
+    real_redis.set(keys.lease(CID), "6")
+    if queued:
+        real_redis.rpush(keys.inbox(CID), "t2")  # the next prompt, waiting for this turn
+    flusher = writer(real_redis, keys, settings, token="6")
+    flusher.write(Flush(turn_status=TurnStatus.RUNNING))  # not an end: the lease stays
+    assert real_redis.get(keys.lease(CID)) == "6" and not flusher.released
+    end = Flush(
+        turn_status=TurnStatus.COMPLETED,
+        end=TurnEnd(finished_at=1.0),
+        conversation_status=ConversationStatus.IDLE,
+    )
+    assert flusher.write(end).released is (queued == 0)
+    assert flusher.released is (queued == 0)
+    assert real_redis.get(keys.lease(CID)) == (None if queued == 0 else "6")

@@ -1,7 +1,8 @@
 -- The worker's flush (worker/writer.py): one fenced round trip that writes what a turn did.
 -- Runs after shared/lua/emit.lua and shared/lua/history_write.lua, whose functions it calls.
 -- Returns {'fenced'} when another worker holds the lease (nothing is written), else
--- {'ok', position of the first step appended, 1 if abort was asked for this turn, event ids}.
+-- {'ok', position of the first step appended, 1 if abort was asked for this turn, event ids,
+--  1 if a turn's end let the lease go}.
 local lease_key = KEYS[1]
 local conversation_key = KEYS[2]
 local turn_key = KEYS[3]
@@ -10,6 +11,7 @@ local tool_results_key = KEYS[5]
 local notification_key = KEYS[6]  -- the turn's key again when the flush files no notification
 local deliveries_key = KEYS[7]  -- the conversation's notification delivery stream
 local history_keys = {KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]}
+local inbox_key = KEYS[14]
 -- The flush: a FlushArgs (worker/writer.py), which says what each field holds.
 local flush = cjson.decode(ARGV[1])
 
@@ -49,4 +51,12 @@ local cancel = 0
 if flush.turn_id ~= '' and redis.call('HGET', conversation_key, 'cancel_turn') == flush.turn_id then
   cancel = 1
 end
-return {'ok', first, cancel, ids}
+-- A turn that ends with nothing queued lets the lease go here, as the claim that would
+-- follow finds no work and does (worker/runtime.py): one round trip fewer per turn. A
+-- prompt queued after this finds the lease free for its own `advance`.
+local released = 0
+if flush.release_if_idle and flush.token ~= '' and redis.call('LLEN', inbox_key) == 0 then
+  redis.call('DEL', lease_key)
+  released = 1
+end
+return {'ok', first, cancel, ids, released}
