@@ -35,8 +35,10 @@ install: system-test $(TEST_STAMP)
 run: system-run $(RUN_STAMP)
 	$(VENV)/bin/signoff up --demo
 
+# Two modules at a time, each whole in one process (its worker, Redis and fixtures its own):
+# the suite is mostly waiting on real processes, and two cores keep both busy.
 test: system-test $(TEST_STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .

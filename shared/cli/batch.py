@@ -34,7 +34,7 @@ from shared.validation import conversation_options
 
 __all__ = ["batch"]
 
-_err = Console(stderr=True)
+_err = Console(stderr=True, soft_wrap=True)  # a path in a message is never cut in two
 
 
 @click.group()

@@ -147,16 +147,15 @@ def test_beat_expires_on_time_with_no_worker_and_the_advance_waits_for_one(
     no_worker_stack: tuple[dict[str, str], Client], effects: Path
 ) -> None:
     env, client = no_worker_stack
-    parker = WorkerProcess(env, concurrency=1, name="parker").start()
-    conversation = client.new_conversation(tools={"record_effect": "ask"}, approval_timeout_s=4)
-    turn = conversation.send(effect_prompt("no-worker"))
-    note = parked(conversation)[0]
-    parker.stop()
-    assert note.expires_at is not None
-
-    beat = BeatProcess(env).start()
+    beat = BeatProcess(env).start()  # first: its start-up does not eat into the deadline
     try:
-        assert client.notifications.clock() < note.expires_at, "parking and starting took too long"
+        parker = WorkerProcess(env, concurrency=1, name="parker").start()
+        conversation = client.new_conversation(tools={"record_effect": "ask"}, approval_timeout_s=6)
+        turn = conversation.send(effect_prompt("no-worker"))
+        note = parked(conversation)[0]
+        parker.stop()
+        assert note.expires_at is not None
+        assert client.notifications.clock() < note.expires_at, "parking and stopping took too long"
         assert client.notifications.get(note.id).status is NotificationStatus.PENDING
         deadline = time.monotonic() + (note.expires_at - time.time()) + 10
         while client.notifications.get(note.id).status is NotificationStatus.PENDING:
