@@ -21,7 +21,8 @@ from shared.models.notifications import Notification, NotificationStatus
 from shared.settings import Settings
 from shared.store.bundle import Stores
 from shared.store.connection import storage_errors
-from shared.store.lua import LuaScript
+from shared.store.emit import EMIT_LUA
+from shared.store.lua import LuaScript, lua_source
 from shared.store.policy import OperatorPolicy, ToolInfo
 from shared.store.rate_limit import RateLimiter
 from worker.batch_end import on_batch_item_flush
@@ -39,48 +40,7 @@ __all__ = ["Runtime"]
 
 log = logging.getLogger(__name__)
 
-# KEYS: conv, inbox, meta (history), lease, fence
-# ARGV: turn key prefix ("<prefix>:{cid}:turn:"), lease token ('' to take the lease), ttl_ms,
-# notification key prefix ("<prefix>:{cid}:notification:"), the conversation id and a dot
-# Takes (or checks) the lease and the work together: the active turn, else the next
-# queued one made active. With no work it takes no lease, or lets the held one go, so
-# a prompt queued meanwhile always finds the lease free for its own `advance`.
-# A held conversation (a batch item its batch has not dispatched) is never started.
-# A parked turn's notification comes back too: a resumed leg needs no read of its own.
-# Returns {'busy'} | {'held'} | {'lost'} | {'idle'} | {'ok', token, turn id, conv, turn, appended,
-# queued, parked notification (empty when not parked)}.
-_CLAIM = LuaScript(
-    """
-local token = ARGV[2]
-if token == '' then
-  if redis.call('EXISTS', KEYS[4]) == 1 then return {'busy'} end
-  if redis.call('HGET', KEYS[1], 'held') == '1' then return {'held'} end
-elseif redis.call('GET', KEYS[4]) ~= token then
-  return {'lost'}
-end
-local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
-if active == '' then
-  active = redis.call('LPOP', KEYS[2])
-  if not active then
-    if token ~= '' then redis.call('DEL', KEYS[4]) end
-    return {'idle'}
-  end
-  redis.call('HSET', KEYS[1], 'active_turn', active)
-end
-if token == '' then
-  token = tostring(redis.call('INCR', KEYS[5]))
-  redis.call('SET', KEYS[4], token, 'PX', ARGV[3])
-end
-local parked = redis.call('HGET', KEYS[1], 'parked_on') or ''
-local note = {}
-if parked ~= '' and string.sub(parked, 1, #ARGV[5]) == ARGV[5] then
-  note = redis.call('HGETALL', ARGV[4] .. string.sub(parked, #ARGV[5] + 1))
-end
-return {'ok', token, active, redis.call('HGETALL', KEYS[1]),
-        redis.call('HGETALL', ARGV[1] .. active),
-        redis.call('HGET', KEYS[3], 'appended') or '0', redis.call('LLEN', KEYS[2]), note}
-"""
-)
+_CLAIM = LuaScript(EMIT_LUA, lua_source("worker", "claim.lua"))
 
 
 class Runtime:
@@ -186,25 +146,35 @@ class Runtime:
             return list(_CLAIM(self.client, keys, argv))
 
     def _claim_arguments(self, cid: str, token: str) -> tuple[list[str], list[Any]]:
+        """worker/lua/claim.lua's KEYS and ARGV."""
         keys = [
             self.keys.conversation(cid),
             self.keys.inbox(cid),
             self.keys.history_meta(cid),
             self.keys.lease(cid),
             self.keys.fence(cid),
+            self.keys.events(cid),
         ]
-        turn_prefix = self.keys.turn(cid, "x")[:-1]
-        note_prefix = self.keys.notification(f"{cid}.x")[:-1]
-        return keys, [turn_prefix, token, self.settings.lease_ttl_ms, note_prefix, f"{cid}."]
+        return keys, [
+            self.keys.turn(cid, "x")[:-1],
+            token,
+            self.settings.lease_ttl_ms,
+            self.keys.notification(f"{cid}.x")[:-1],
+            cid,
+            self.settings.stream_maxlen,
+            self.settings.events_ttl_s * 1000,
+            self.keys.live(cid),
+            self.keys.live_all(),
+        ]
 
     def _leg(
         self, cid: str, claim: list[Any], lease: Lease, policy: OperatorPolicy | None
     ) -> Leg | None:
-        _, _, tid, conv_flat, turn_flat, appended, queued, note_flat = claim
+        _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat, resumed = claim
         flags = _as_dict(conv_flat)
         record = self.conversations.parse_get(cid, [flags, queued])
         cancelled = flags.get("cancel_turn") == tid
-        parked = self._parked_note(flags, _as_dict(note_flat))
+        parked = self._parked_note(str(nid), _as_dict(note_flat))
         if record.status is ConversationStatus.WAITING_FOR_USER and not self._resumable(
             parked, cancelled
         ):
@@ -242,15 +212,15 @@ class Runtime:
             cancelled_at_start=cancelled,
             flags=flags,
             parked_note=None if cancelled else parked,
+            resumed_by_claim=resumed == 1,
             policy=policy,
         )
         if config.batch_id:
             writer.on_flush = partial(on_batch_item_flush, self.batches, leg)
         return leg
 
-    def _parked_note(self, flags: dict[str, str], raw: dict[str, str]) -> Notification | None:
-        """The notification a parked turn waits on, as the claim read it."""
-        nid = flags.get("parked_on", "")
+    def _parked_note(self, nid: str, raw: dict[str, str]) -> Notification | None:
+        """The notification a parked turn waits (or waited, if the claim resumed it) on."""
         if not nid:
             return None
         if not raw:

@@ -113,22 +113,18 @@ def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: D
 
 
 def _resume(leg: Leg) -> None:
-    """Back in status running as soon as the decision is read, before an allowed call runs.
-
-    Its own flush: the call may take a while, and all that time the turn runs. A leg that
-    finds the turn running already (a crash after this flush) writes nothing again.
-    """
-    waiting = ConversationStatus.WAITING_FOR_USER.value
-    if leg.flags.get("status", waiting) != waiting:
-        return
-    leg.writer.write(
-        Flush(
-            turn_status=TurnStatus.RUNNING,
-            conversation_status=ConversationStatus.RUNNING,
-            parked_on="",
+    """The claim put a parked turn back to running (worker/lua/claim.lua): the flush's
+    hooks (a batch item's state) hear of it here, once. A leg that finds the turn running
+    already (its worker died after such a claim) has nothing to tell."""
+    if leg.resumed_by_claim:
+        leg.resumed_by_claim = False
+        leg.writer.announce(
+            Flush(
+                turn_status=TurnStatus.RUNNING,
+                conversation_status=ConversationStatus.RUNNING,
+                parked_on="",
+            )
         )
-    )
-    leg.flags["status"] = ConversationStatus.RUNNING.value
 
 
 def _decide_and_run(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOutcome:

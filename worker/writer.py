@@ -144,9 +144,13 @@ class Writer:
         result = FlushResult(int(reply[1]), reply[2] == 1, list(reply[3]), reply[4] == 1)
         self.released = self.released or result.released
         self.cancel_seen = self.cancel_seen or result.cancel_requested
+        self.announce(flush)
+        return result
+
+    def announce(self, flush: Flush) -> None:
+        """Tells `on_flush` of changes a script other than the flush wrote (the claim's)."""
         if self.on_flush is not None:
             self.on_flush(flush)
-        return result
 
     def _args(self, flush: Flush) -> FlushArgs:
         status = flush.conversation_status
