@@ -135,9 +135,12 @@ class Runtime:
             storage_errors(f"claiming work of conversation {cid}"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            _CLAIM(pipe, keys, argv)
+            _CLAIM.queue_by_digest(pipe, keys, argv)
             pipe.hgetall(self.keys.policy_rules())
-            claim, rules = pipe.execute()
+            reply, rules = pipe.execute(raise_on_error=False)
+            if isinstance(rules, Exception):
+                raise rules
+            claim = _CLAIM.settle(self.client, reply, keys, argv)
         return list(claim), self.policies.parse(rules)
 
     def _claim(self, cid: str, token: str) -> list[Any]:
