@@ -152,9 +152,10 @@ class Conversation:
     def _submit(self, content: Prompt, options: dict[str, Any]) -> Submission:
         checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)
-        submission = self.client.store.submit(self.conversation_id, prompt, options=checked)
-        self.client.tasks.advance(self.conversation_id)
-        return submission
+        advance = self.client.tasks.queued_advance(self.conversation_id)
+        return self.client.store.submit(
+            self.conversation_id, prompt, options=checked, advance=advance
+        )
 
     def chat(self, content: Prompt, **options: Any) -> Iterator[StreamChunk]:
         """Sends a prompt and yields its Thought, Text and ToolCall chunks as they arrive.

@@ -16,6 +16,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
+from shared.client.task_message import QueuedTask
 from shared.errors import Conflict, ConversationClosed, CorruptRecord, NotFound
 from shared.models.config import ConversationConfig, PromptOptions
 from shared.models.content import Content
@@ -57,7 +58,8 @@ end
 
 # KEYS: conv, inbox, new turn, events
 # ARGV: cid, turn id, prompt json, policy, now, maxlen, ttl_ms, channel, channel_all,
-#       owner the conversation must have ('' for any), the turn's options json ('' for none)
+#       owner the conversation must have ('' for any), the turn's options json ('' for none),
+#       title, the turns queue's key and an `advance` message for it ('' for none)
 _SUBMIT = LuaScript(
     EMIT_LUA
     + _CANCEL_QUEUED_LUA
@@ -83,6 +85,7 @@ if ARGV[11] ~= '' then redis.call('HSET', KEYS[3], 'options', ARGV[11]) end
 if ARGV[12] ~= '' then redis.call('HSETNX', KEYS[1], 'title', ARGV[12]) end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 redis.call('HSET', KEYS[1], 'updated_at', ARGV[5])
+if ARGV[13] ~= '' then redis.call('LPUSH', ARGV[13], ARGV[14]) end  -- its `advance`, if given
 local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
 if #last == 0 then return {'ok', '0-0'} end
 return {'ok', last[1][1]}
@@ -281,13 +284,18 @@ class ConversationStore:
         policy: DoubleTextPolicy | None = None,
         *,
         options: PromptOptions | None = None,
+        advance: QueuedTask | None = None,
     ) -> Submission:
-        """Queues a turn under the conversation's double-text policy."""
+        """Queues a turn under the conversation's double-text policy.
+
+        With `advance`, the script pushes that task too: the turn and its `advance` are one
+        write (see `shared.client.task_message`); without, the caller sends it after.
+        """
         with (
             storage_errors(f"submitting a prompt to conversation {cid}"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            tid = self.queue_submit(pipe, cid, prompt, policy, options=options)
+            tid = self.queue_submit(pipe, cid, prompt, policy, options=options, advance=advance)
             _, reply = pipe.execute()
         return Submission(turn_id=tid, after_event_id=self.check_submit(cid, reply))
 
@@ -301,6 +309,7 @@ class ConversationStore:
         owner: str = "",
         index: bool = True,
         options: PromptOptions | None = None,
+        advance: QueuedTask | None = None,
     ) -> str:
         """Queues the submit script (and, with `index`, the sweeper's entry); returns the turn id.
 
@@ -325,6 +334,8 @@ class ConversationStore:
             owner,
             "" if options is None or options.is_empty() else options.model_dump_json(),
             prompt.headline,  # the conversation's title, from its first prompt
+            advance.key if advance else "",
+            advance.message if advance else "",
         ]
         if index:
             pipe.zadd(self.keys.active(), {cid: time.time()})

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from shared.client import Client, Conversation
-from shared.client.tasks import TaskSender
+from shared.client.tasks import Advancer, TaskSender
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.config import ConversationConfig
 from shared.models.events import ConversationStatus
@@ -202,17 +202,25 @@ class SendsAdvanceAfterTheWrite:
         self.tasks.advance(conversation_id)
 
 
+def allowed_by_a_dying_resolver(
+    client: Client, tasks: Advancer, note_text: str
+) -> tuple[Conversation, str, Notification]:
+    """A parked conversation whose notification a resolver allowed, then died at once."""
+    conversation = client.new_conversation(tools={"record_effect": "ask"})
+    turn = conversation.send(effect_prompt(note_text))
+    note = parked(conversation)[0]
+    dying = DiesAfterTheCompareAndSet(client.redis, client.keys, client.settings, tasks)
+    with pytest.raises(ResolverDied):
+        dying.resolve(note.id, Allow(), actor="ops")
+    return conversation, turn, note
+
+
 def test_a_resolution_whose_continuation_is_queued_by_its_write_survives_the_resolver(
     client: Client, effects: Path
 ) -> None:
-    conversation = client.new_conversation(tools={"record_effect": "ask"})
-    turn = conversation.send(effect_prompt("queued-by-the-write"))
-    note = parked(conversation)[0]
-    dying = DiesAfterTheCompareAndSet(client.redis, client.keys, client.settings, client.tasks)
-    with pytest.raises(ResolverDied):
-        dying.resolve(note.id, Allow(), actor="ops")
+    conversation, turn, note = allowed_by_a_dying_resolver(client, client.tasks, "by-the-write")
     conversation.wait_for_turn(turn, timeout=30)  # no sweep needed: the write queued `advance`
-    assert effects.read_text().count(" queued-by-the-write\n") == 1
+    assert effects.read_text().count(" by-the-write\n") == 1
     assert audit_of(client, note.id) == []
     swept = sweeper(client).sweep()
     assert note.id in swept.reconciled.dropped and swept.reconciled.advanced == []
@@ -223,13 +231,8 @@ def test_a_resolution_whose_continuation_is_queued_by_its_write_survives_the_res
 def test_a_resolution_whose_clean_up_was_lost_is_cleaned_and_resumed(
     client: Client, effects: Path
 ) -> None:
-    conversation = client.new_conversation(tools={"record_effect": "ask"})
-    turn = conversation.send(effect_prompt("half-resolved"))
-    note = parked(conversation)[0]
     by_celery = SendsAdvanceAfterTheWrite(client.tasks)
-    dying = DiesAfterTheCompareAndSet(client.redis, client.keys, client.settings, by_celery)
-    with pytest.raises(ResolverDied):
-        dying.resolve(note.id, Allow(), actor="ops")
+    conversation, turn, note = allowed_by_a_dying_resolver(client, by_celery, "half-resolved")
     assert client.notifications.get(note.id).status is NotificationStatus.RESOLVED
     assert client.notifications.pending_ids(conversation_id=conversation.conversation_id) == [
         note.id
