@@ -130,6 +130,9 @@
   window.signoffRefreshLists = scheduleLists;
 
   const source = new EventSource(body.dataset.eventsUrl);
+  // The feed is subscribed once its first frame arrives: whatever happens from here is seen.
+  source.addEventListener("open", () => { body.dataset.live = "open"; });
+  source.addEventListener("error", () => { body.dataset.live = "reconnecting"; });
   source.addEventListener("notification", () => {
     refreshCount();
     scheduleLists();

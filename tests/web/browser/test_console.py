@@ -123,6 +123,7 @@ def test_the_operator_triages_a_200_prompt_batch_in_under_8_clicks(
     expect(page.locator("#inbox tbody tr")).to_have_count(ASKING - 2)
     elsewhere = page.locator("#inbox tbody tr").last.get_attribute("data-nid")
     assert elsewhere is not None
+    expect(page.locator("body[data-live='open']")).to_have_count(1)  # the live feed is on
     server.services.notifications.resolve(elsewhere, {"kind": "allow"}, actor="another operator")
     gone = page.locator(f"#inbox tr[data-nid='{elsewhere}']")
     expect(gone).to_have_class(re.compile("gone"))  # live, in place: greyed at once
