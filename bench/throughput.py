@@ -23,7 +23,7 @@ from shared.settings import Settings
 ROOT = Path(__file__).resolve().parent.parent
 TURNS = 400
 CONCURRENCY = 8
-ROUNDS = 3
+ROUNDS = 5
 # The worker's CPU time (its process and children) per task or turn, by workload, in ms.
 CPU_MS: dict[str, list[float]] = {"bare": [], "signoff20": [], "signoff0": []}
 PROMPT = (
