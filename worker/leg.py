@@ -45,7 +45,6 @@ class Leg:
     cancelled_at_start: bool = False
     flags: dict[str, str] = field(default_factory=dict)  # the conversation's hash, as claimed
     parked_note: Notification | None = None  # the settled notification it resumes on, as claimed
-    resumed_by_claim: bool = False  # the claim put the parked turn back to running
     policy: OperatorPolicy | None = None  # the operator's tool rules, when read with the claim
     _window: list[Step] | None = None
     _window_base: int = 0

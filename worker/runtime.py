@@ -173,7 +173,7 @@ class Runtime:
     def _leg(
         self, cid: str, claim: list[Any], lease: Lease, policy: OperatorPolicy | None
     ) -> Leg | None:
-        _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat, resumed = claim
+        _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat, _resumed = claim
         flags = _as_dict(conv_flat)
         record = self.conversations.parse_get(cid, [flags, queued])
         cancelled = flags.get("cancel_turn") == tid
@@ -215,7 +215,6 @@ class Runtime:
             cancelled_at_start=cancelled,
             flags=flags,
             parked_note=None if cancelled else parked,
-            resumed_by_claim=resumed == 1,
             policy=policy,
         )
         if config.batch_id:

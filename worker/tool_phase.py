@@ -113,18 +113,17 @@ def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: D
 
 
 def _resume(leg: Leg) -> None:
-    """The claim put a parked turn back to running (worker/lua/claim.lua): the flush's
-    hooks (a batch item's state) hear of it here, once. A leg that finds the turn running
-    already (its worker died after such a claim) has nothing to tell."""
-    if leg.resumed_by_claim:
-        leg.resumed_by_claim = False
-        leg.writer.announce(
-            Flush(
-                turn_status=TurnStatus.RUNNING,
-                conversation_status=ConversationStatus.RUNNING,
-                parked_on="",
-            )
+    """The claim put the parked turn back to running (worker/lua/claim.lua); the flush's
+    hooks (a batch item's state) hear of it here. Told again by a leg whose worker died
+    before telling, which changes nothing the second time (a batch's transition is
+    idempotent)."""
+    leg.writer.announce(
+        Flush(
+            turn_status=TurnStatus.RUNNING,
+            conversation_status=ConversationStatus.RUNNING,
+            parked_on="",
         )
+    )
 
 
 def _decide_and_run(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOutcome:
