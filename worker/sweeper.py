@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import redis
 
 from shared.errors import NotFound
-from shared.models.events import ConversationStatus
+from shared.models.events import ConversationStatus, TurnStatus
 from shared.models.notifications import NotificationStatus
 from shared.settings import Settings
-from shared.store.batches import BatchStore
+from shared.store.batches import BatchState, BatchStore
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
 from shared.store.notifications import NotificationStore
@@ -30,6 +30,11 @@ __all__ = ["Sweeper", "Swept"]
 log = logging.getLogger(__name__)
 
 BATCH_PAGE = 200  # the newest batches, checked each sweep for items left held
+_ENDED = {
+    TurnStatus.COMPLETED.value: BatchState.DONE,
+    TurnStatus.FAILED.value: BatchState.FAILED,
+    TurnStatus.CANCELLED.value: BatchState.CANCELLED,
+}
 
 
 @dataclass
@@ -96,9 +101,45 @@ class Sweeper:
         released: list[str] = []
         for bid in self._running_batches():
             try:
+                released += self._end_finished_items(bid)
                 released += self.batches.dispatch(bid)
             except NotFound:
                 continue
+        return released
+
+    def _end_finished_items(self, bid: str) -> list[str]:
+        """Moves items whose turn ended long ago, yet still counted running, to their end.
+
+        A worker that died (or lost Redis) between a turn's end flush and the batch's
+        transition left them so, holding a place under the cap for ever. "Long ago": twice
+        the lease's TTL, so that a worker about to transition (with the item's usage) is
+        never raced; the repaired item's usage is not added to the batch's. Returns the
+        items the freed places released.
+        """
+        with storage_errors(f"sweeping batch {bid}"):
+            states: dict[str, str] = self.client.hgetall(self.keys.batch_states(bid))  # type: ignore[assignment]
+        live = [cid for cid, state in states.items() if state == BatchState.RUNNING.value]
+        if not live:
+            return []
+        with (
+            storage_errors(f"sweeping batch {bid}"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for cid in live:
+                pipe.hmget(self.keys.conversation(cid), "active_turn", "last_turn_status")
+                pipe.hget(self.keys.conversation(cid), "updated_at")
+                pipe.llen(self.keys.inbox(cid))
+            replies = pipe.execute()
+        released: list[str] = []
+        before = time.time() - 2 * self.settings.lease_ttl_ms / 1000
+        for i, cid in enumerate(live):
+            (active, last), updated, queued = replies[3 * i : 3 * i + 3]
+            ended = _ENDED.get(last or "")
+            if ended and not active and not queued and float(updated or 0) < before:
+                log.warning(
+                    "batch %s: item %s ended without its transition; now %s", bid, cid, ended.value
+                )
+                released += self.batches.transition(bid, cid, ended)
         return released
 
     def _running_batches(self) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import redis
 
 from shared.settings import Settings
@@ -37,3 +39,28 @@ def test_the_sweep_finishes_a_cut_dispatch_and_keeps_the_cap(
     assert held(real_redis, keys, third)  # the cap still holds
     again = Sweeper(real_redis, keys, settings, batches=store, send_advance=sent.advance).sweep()
     assert again.dispatched == []
+
+
+def test_the_sweep_ends_an_item_whose_turn_ended_without_its_transition(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
+    """A worker that lost Redis after a turn's end flush left its item counted running."""
+    sent = Sent()
+    settings = Settings(lease_ttl_ms=1000)
+    store = BatchStore(real_redis, keys, settings, sent)
+    bid = store.create(BatchConfig(max_concurrency=1))
+    store.submit(bid, lines(2))
+    store.finish_submission(bid)
+    first, second = (store.conversation_id(bid, f"item-{i}") for i in range(2))
+    real_redis.delete(keys.inbox(first))  # its one turn ran, and completed
+    ended = {"active_turn": "", "last_turn_status": "completed", "status": "idle"}
+    sweeper = Sweeper(real_redis, keys, settings, batches=store, send_advance=sent.advance)
+
+    real_redis.hset(keys.conversation(first), mapping={**ended, "updated_at": time.time()})
+    assert sweeper.sweep().dispatched == []  # just ended: its worker may transition it yet
+    assert store.info(bid).counts[BatchState.RUNNING] == 1
+
+    real_redis.hset(keys.conversation(first), "updated_at", time.time() - 5)
+    assert sweeper.sweep().dispatched == [second]  # ended long ago: done, and the cap frees
+    assert store.info(bid).counts[BatchState.DONE] == 1
+    assert second in sent.advanced
