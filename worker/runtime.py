@@ -173,7 +173,7 @@ class Runtime:
     def _leg(
         self, cid: str, claim: list[Any], lease: Lease, policy: OperatorPolicy | None
     ) -> Leg | None:
-        _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat, _resumed = claim
+        _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat = claim
         flags = _as_dict(conv_flat)
         record = self.conversations.parse_get(cid, [flags, queued])
         cancelled = flags.get("cancel_turn") == tid

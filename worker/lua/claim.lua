@@ -12,7 +12,7 @@
 -- with the claim, so a resumed leg reads nothing more.
 --
 -- Returns {'busy'} | {'held'} | {'lost'} | {'idle'} | {'ok', token, turn id, conversation,
--- turn, appended, queued, parked notification id, its hash, 1 if this claim resumed it}.
+-- turn, appended, queued, parked notification id, its hash}.
 local conversation_key = KEYS[1]
 local inbox_key = KEYS[2]
 local history_meta_key = KEYS[3]
@@ -48,7 +48,7 @@ if token == '' then
 end
 
 local parked = redis.call('HGET', conversation_key, 'parked_on') or ''
-local note, resumed = {}, 0
+local note = {}
 local own = cid .. '.'
 if parked ~= '' and string.sub(parked, 1, #own) == own then
   local note_key = note_prefix .. string.sub(parked, #own + 1)
@@ -61,10 +61,9 @@ if parked ~= '' and string.sub(parked, 1, #own) == own then
     redis.call('HSET', turn_prefix .. active, 'status', 'running')
     emit(events_key, maxlen, events_ttl_ms, channels, cjson.encode(
       {kind = 'status', conversation_id = cid, turn_id = active, status = 'running'}))
-    resumed = 1
   end
 end
 return {'ok', token, active, redis.call('HGETALL', conversation_key),
         redis.call('HGETALL', turn_prefix .. active),
         redis.call('HGET', history_meta_key, 'appended') or '0', redis.call('LLEN', inbox_key),
-        parked, note, resumed}
+        parked, note}
