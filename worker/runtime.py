@@ -217,6 +217,8 @@ class Runtime:
             parked_note=None if cancelled else parked,
             policy=policy,
         )
+        if int(appended) == 0:
+            leg.history_was_empty()
         if config.batch_id:
             writer.on_flush = partial(on_batch_item_flush, self.batches, leg)
         return leg

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from shared.errors import Conflict
 from shared.models.events import ConversationStatus, StatusEvent
-from shared.models.steps import USAGE_FIELDS, Step
+from shared.models.steps import Step
 from shared.settings import Settings
 from shared.store.connection import storage_errors
 from shared.store.emit import EMIT_LUA, encode_event
@@ -35,6 +35,7 @@ __all__ = ["Flush", "FlushArgs", "LeaseLost", "StatusChange", "Writer"]
 
 _FLUSH = LuaScript(EMIT_LUA, HISTORY_WRITE_LUA, lua_source("worker", "flush.lua"))
 _NOTIFICATION_KEY = 5  # where flush.lua's KEYS name the notification the flush files
+_DAY_USAGE_KEY = 14  # and the day's usage hash
 
 
 class LeaseLost(Conflict):
@@ -73,6 +74,7 @@ class FlushArgs(BaseModel):
     # pydantic here, and picks one (patching the JSON in Lua would mean a second encoder).
     status_if_closed: StatusChange | None = None
     release_if_idle: bool = False  # a turn's end: let the lease go when nothing is queued
+    usage_model: str = ""  # the day's usage (KEYS[15]) is counted under "<model>:<counter>"
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,8 @@ class Writer:
         self.written: list[Step] = []  # steps this writer appended, in order
         turn_key = keys.turn(cid, turn_id)
         # flush.lua's KEYS: lease, conversation, turn, events, tool results, notification
-        # (the turn's key when there is none), delivery stream, the history's keys, inbox.
+        # (the turn's key when there is none), delivery stream, the history's keys, inbox,
+        # the day's usage (set at each write: the day may change while a turn runs).
         self._script_keys = [
             keys.lease(cid),
             keys.conversation(cid),
@@ -123,6 +126,7 @@ class Writer:
             keys.conversation_notifications(cid),
             *keys.history(cid),
             keys.inbox(cid),
+            "",
         ]
         self._maxlen = str(settings.stream_maxlen)
         self._ttl_ms = str(settings.events_ttl_s * 1000)
@@ -132,6 +136,7 @@ class Writer:
 
     def write(self, flush: Flush) -> FlushResult:
         keys = list(self._script_keys)
+        keys[_DAY_USAGE_KEY] = self._keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
         if flush.notification is not None:
             keys[_NOTIFICATION_KEY] = self._keys.notification(flush.notification.id)
         with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
@@ -171,6 +176,7 @@ class Writer:
             ),
             status=None if status is None else self._status_change(status),
             release_if_idle=flush.end is not None,
+            usage_model=self.model,
             status_if_closed=(
                 self._status_change(ConversationStatus.CLOSED)
                 if status is ConversationStatus.IDLE
@@ -183,13 +189,7 @@ class Writer:
         return StatusChange(status=status, event=encode_event(event))
 
     def _send(self, keys: list[str], args: str, flush: Flush) -> Any:
-        usage = flush.usage if flush.usage is not None and not flush.usage.is_zero() else None
-        if (
-            usage is None
-            and flush.notification is None
-            and not flush.deliveries
-            and not flush.webhooks
-        ):
+        if flush.notification is None and not flush.deliveries and not flush.webhooks:
             return _FLUSH(self.client, keys, [args])
         with self.client.pipeline(transaction=False) as pipe:
             if flush.notification is None:
@@ -199,12 +199,6 @@ class Writer:
                 _FLUSH.queue_by_digest(pipe, keys, [args])
             else:
                 _FLUSH(pipe, keys, [args])
-            if usage is not None:
-                day_key = self._keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
-                for name in USAGE_FIELDS:
-                    if count := getattr(usage, name):  # a missing counter reads as 0
-                        pipe.hincrby(day_key, f"{self.model}:{name}", count)
-            if flush.notification is not None:
                 for key, members in index_commands(self._keys, flush.notification):
                     pipe.zadd(key, members)
             for entry in flush.deliveries:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
@@ -19,6 +21,16 @@ CID, TID = "c1", "t1"
 def writer(client: redis.Redis, keys: KeySpace, settings: Settings, token: str = "") -> Writer:
     return Writer(
         client, keys, settings, CID, token=token, turn_id=TID, max_history_size=0, model="m"
+    )
+
+
+def compaction_delivery() -> DeliveryEntry:
+    return DeliveryEntry.passive(
+        f"{CID}.{TID}-compaction",
+        conversation_id=CID,
+        turn_id=TID,
+        event=PassiveEvent.COMPACTION,
+        title="History compacted",
     )
 
 
@@ -68,13 +80,7 @@ def test_an_ending_turn_leaves_the_conversation_idle_or_closed(
 def test_deliveries_go_to_both_streams_in_order(
     real_redis: redis.Redis, keys: KeySpace, settings: Settings
 ) -> None:
-    delivery = DeliveryEntry.passive(
-        f"{CID}.{TID}-compaction",
-        conversation_id=CID,
-        turn_id=TID,
-        event=PassiveEvent.COMPACTION,
-        title="History compacted",
-    )
+    delivery = compaction_delivery()
     writer(real_redis, keys, settings).write(Flush(deliveries=[delivery]))
     for stream in (keys.conversation_notifications(CID), keys.notification_stream()):
         ((_, fields),) = real_redis.xrange(stream)
@@ -96,21 +102,40 @@ def test_a_fenced_flush_writes_nothing(
 def test_a_flush_after_redis_forgot_its_scripts_still_writes_once(
     real_redis: redis.Redis, keys: KeySpace, settings: Settings
 ) -> None:
-    """A flush with usage goes by digest in a pipeline; NOSCRIPT runs the script again."""
-    step = Step.model_response(turn_id=TID, index=0, status=StepStatus.DONE, content="hi")
-    usage = UsageMetadata(prompt_token_count=3, total_token_count=3)
+    """A flush with deliveries goes by digest in a pipeline; NOSCRIPT runs the script again."""
+    delivery = compaction_delivery()
     flusher = writer(real_redis, keys, settings)
-    flusher.write(Flush(steps=[step], usage=usage))
+    step = Step.model_response(turn_id=TID, index=0, status=StepStatus.DONE, content="hi")
+    flusher.write(Flush(steps=[step], deliveries=[delivery]))
     real_redis.script_flush()
     again = Step.model_response(turn_id=TID, index=1, status=StepStatus.DONE, content="again")
-    flusher.write(Flush(steps=[again], usage=usage))
+    flusher.write(Flush(steps=[again], deliveries=[delivery]))
     assert real_redis.lrange(keys.steps(CID), 0, -1) == [
         step.model_dump_json(),
         again.model_dump_json(),
     ]
-    [day] = real_redis.keys(keys.usage_by_day("*"))
-    assert real_redis.hget(day, "m:prompt_token_count") == "6"
+    assert real_redis.xlen(keys.notification_stream()) == 2
     assert flusher.next_position == 2
+
+
+def test_usage_is_counted_for_the_day_under_the_model_by_the_script(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    usage = UsageMetadata(prompt_token_count=3, candidates_token_count=4, total_token_count=7)
+    flusher = writer(real_redis, keys, settings)
+    step = Step.model_response(turn_id=TID, index=0, status=StepStatus.DONE, content="hi")
+    flusher.write(Flush(steps=[step], usage=usage))
+    real_redis.script_flush()  # a direct call survives a Redis that forgot the script too
+    flusher.write(Flush(usage=usage))
+    flusher.write(Flush(usage=UsageMetadata()))  # nothing to count
+    [day] = real_redis.keys(keys.usage_by_day("*"))
+    assert day == keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
+    assert real_redis.hgetall(day) == {
+        "m:prompt_token_count": "6",
+        "m:candidates_token_count": "8",
+        "m:total_token_count": "14",
+    }
+    assert real_redis.hget(keys.history(CID)[4], "total_token_count") == "14"
 
 
 @pytest.mark.parametrize("queued", [0, 1])

@@ -12,6 +12,7 @@ local notification_key = KEYS[6]  -- the turn's key again when the flush files n
 local deliveries_key = KEYS[7]  -- the conversation's notification delivery stream
 local history_keys = {KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]}
 local inbox_key = KEYS[14]
+local day_usage_key = KEYS[15]  -- token usage by model for the day (UTC) of the flush
 -- The flush: a FlushArgs (worker/writer.py), which says what each field holds.
 local flush = cjson.decode(ARGV[1])
 
@@ -33,6 +34,11 @@ for _, entry in ipairs(flush.deliveries) do
   redis.call('XADD', deliveries_key, 'MAXLEN', '~', flush.maxlen, '*', unpack(entry))
 end
 local first = history_write(history_keys, flush.history)
+if flush.history.usage then
+  for name, count in pairs(flush.history.usage) do
+    if count ~= 0 then redis.call('HINCRBY', day_usage_key, flush.usage_model .. ':' .. name, count) end
+  end
+end
 local ids = {}
 for _, event in ipairs(flush.events) do
   ids[#ids + 1] = emit(events_key, flush.maxlen, flush.ttl_ms, flush.channels, event)
