@@ -34,7 +34,7 @@ def create_celery(settings: Settings | None = None) -> Celery:
     @app.task(name=ADVANCE, ignore_result=True)
     def advance(conversation_id: str) -> str:
         outcome = runtime.advance(conversation_id)
-        log.debug("advance %s: %s", conversation_id, outcome)  # a line per leg is noise at scale
+        log.info("advance %s: %s", conversation_id, outcome)
         return outcome
 
     @app.task(name=SWEEP, ignore_result=True)
