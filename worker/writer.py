@@ -28,12 +28,12 @@ from shared.store.history import HISTORY_WRITE_LUA, HistoryWrite
 from shared.store.inbox_index import index_commands
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript, lua_source
-from shared.store.webhooks import queue_event
+from shared.store.webhooks import OUTBOX_LUA, OUTBOX_MAXLEN
 from worker.flush import Flush
 
 __all__ = ["Flush", "FlushArgs", "LeaseLost", "StatusChange", "Writer"]
 
-_FLUSH = LuaScript(EMIT_LUA, HISTORY_WRITE_LUA, lua_source("worker", "flush.lua"))
+_FLUSH = LuaScript(EMIT_LUA, HISTORY_WRITE_LUA, OUTBOX_LUA, lua_source("worker", "flush.lua"))
 _NOTIFICATION_KEY = 5  # where flush.lua's KEYS name the notification the flush files
 _DAY_USAGE_KEY = 14  # and the day's usage hash
 
@@ -66,6 +66,8 @@ class FlushArgs(BaseModel):
     tool_results: dict[str, str]
     notification: dict[str, str]
     deliveries: list[list[str]]  # each a delivery's fields and values, in order
+    webhooks: list[str] = []  # webhook events (JSON) for the outbox, kept if endpoints exist
+    outbox_maxlen: int = OUTBOX_MAXLEN
     events: list[str]
     history: HistoryWrite
     status: StatusChange | None = None
@@ -115,7 +117,8 @@ class Writer:
         turn_key = keys.turn(cid, turn_id)
         # flush.lua's KEYS: lease, conversation, turn, events, tool results, notification
         # (the turn's key when there is none), delivery stream, the history's keys, inbox,
-        # the day's usage (set at each write: the day may change while a turn runs).
+        # the day's usage (set at each write: the day may change while a turn runs), the
+        # global delivery stream, the webhook endpoints and outbox.
         self._script_keys = [
             keys.lease(cid),
             keys.conversation(cid),
@@ -127,6 +130,9 @@ class Writer:
             *keys.history(cid),
             keys.inbox(cid),
             "",
+            keys.notification_stream(),
+            keys.webhook_endpoints(),
+            keys.webhook_outbox(),
         ]
         self._maxlen = str(settings.stream_maxlen)
         self._ttl_ms = str(settings.events_ttl_s * 1000)
@@ -170,6 +176,7 @@ class Writer:
             tool_results=flush.tool_result_fields(),
             notification=flush.notification_fields(),
             deliveries=[_flat(entry.fields()) for entry in flush.deliveries],
+            webhooks=[event.model_dump_json() for event in flush.webhooks],
             events=[encode_event(event) for event in flush.events],
             history=HistoryWrite.of(
                 flush.steps, self.max_history_size, usage=flush.usage, start_turn=flush.start_turn
@@ -189,32 +196,21 @@ class Writer:
         return StatusChange(status=status, event=encode_event(event))
 
     def _send(self, keys: list[str], args: str, flush: Flush) -> Any:
-        if flush.notification is None and not flush.deliveries and not flush.webhooks:
+        if flush.notification is None:
             return _FLUSH(self.client, keys, [args])
+        # A park: its notification's inbox indexes are global keys of their own, written
+        # right after the script in one pipeline (the sweeper repairs them after a Redis
+        # failure between the two). The script's body goes too, never its digest alone, so
+        # that after a Redis restart no index entry precedes its notification.
         with self.client.pipeline(transaction=False) as pipe:
-            if flush.notification is None:
-                # By digest: the script's body is ~10 KB. After a Redis restart the other
-                # commands land first and the script then runs alone (`settle`); a park
-                # sends the body, so that its inbox entries never precede its notification.
-                _FLUSH.queue_by_digest(pipe, keys, [args])
-            else:
-                _FLUSH(pipe, keys, [args])
-                for key, members in index_commands(self._keys, flush.notification):
-                    pipe.zadd(key, members)
-            for entry in flush.deliveries:
-                pipe.xadd(
-                    self._keys.notification_stream(),
-                    entry.fields(),  # type: ignore[arg-type]
-                    maxlen=self.settings.stream_maxlen,
-                    approximate=True,
-                )
-            for event in flush.webhooks:
-                queue_event(pipe, self._keys, event)
+            _FLUSH(pipe, keys, [args])
+            for key, members in index_commands(self._keys, flush.notification):
+                pipe.zadd(key, members)
             replies = pipe.execute(raise_on_error=False)
-        for reply in replies[1:]:
+        for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        return _FLUSH.settle(self.client, replies[0], keys, [args])
+        return replies[0]
 
 
 def _flat(fields: dict[str, str]) -> list[str]:

@@ -1,11 +1,11 @@
 """Webhook endpoints, and the outbox that events go through on their way to them.
 
-Emitting an event is one command queued on the pipeline of the write that caused it (a
-flush, a resolution): a Lua script that appends the event to the outbox stream only when
-an endpoint is registered. A dispatcher in each worker turns outbox entries into
-deliveries (`shared/store/webhook_log.py`); nothing on a turn's path waits for an
-endpoint. `emit_webhook_event` is the entry point for code without such a pipeline
-(schedules, batches).
+Emitting an event is one call inside the script of the write that caused it (a flush), or
+one command queued on its pipeline (a resolution, a schedule's fire): a Lua function that
+appends the event to the outbox stream only when an endpoint is registered. A dispatcher in
+each worker turns outbox entries into deliveries (`shared/store/webhook_log.py`); nothing on
+a turn's path waits for an endpoint. `emit_webhook_event` is the entry point for code without
+such a pipeline (schedules, batches).
 """
 
 from __future__ import annotations
@@ -25,10 +25,18 @@ from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript, lua_source
 from shared.webhooks.signing import new_secret
 
-__all__ = ["OUTBOX_MAXLEN", "EndpointStore", "emit_webhook_event", "queue_event"]
+__all__ = [
+    "OUTBOX_LUA",
+    "OUTBOX_MAXLEN",
+    "EndpointStore",
+    "emit_webhook_event",
+    "queue_event",
+]
 
 OUTBOX_MAXLEN = 100_000  # events not yet dispatched; the dispatcher keeps up in milliseconds
-_OUTBOX = LuaScript(lua_source("shared.store", "webhook_outbox.lua"))
+# `outbox_add(endpoints, outbox, event, maxlen)`, for scripts that emit webhook events.
+OUTBOX_LUA = lua_source("shared.store", "webhook_outbox.lua")
+_OUTBOX = LuaScript(OUTBOX_LUA, "return outbox_add(KEYS[1], KEYS[2], ARGV[1], ARGV[2])")
 
 
 def queue_event(pipe: Any, keys: KeySpace, event: WebhookEvent) -> None:

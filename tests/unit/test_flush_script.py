@@ -10,6 +10,7 @@ import redis
 from shared.models.events import EVENT, ConversationStatus, StatusEvent, StepEvent, TurnStatus
 from shared.models.notifications import DeliveryEntry, PassiveEvent
 from shared.models.steps import Step, StepStatus, UsageMetadata
+from shared.models.webhooks import WebhookEvent, WebhookEventKind
 from shared.settings import Settings
 from shared.store.keys import KeySpace
 from worker.flush import Flush, TurnEnd
@@ -102,7 +103,7 @@ def test_a_fenced_flush_writes_nothing(
 def test_a_flush_after_redis_forgot_its_scripts_still_writes_once(
     real_redis: redis.Redis, keys: KeySpace, settings: Settings
 ) -> None:
-    """A flush with deliveries goes by digest in a pipeline; NOSCRIPT runs the script again."""
+    """A flush is sent by digest; on NOSCRIPT (Redis restarted) its body goes, and it runs once."""
     delivery = compaction_delivery()
     flusher = writer(real_redis, keys, settings)
     step = Step.model_response(turn_id=TID, index=0, status=StepStatus.DONE, content="hi")
@@ -156,3 +157,20 @@ def test_a_turns_end_lets_the_lease_go_only_when_nothing_is_queued(
     assert flusher.write(end).released is (queued == 0)
     assert flusher.released is (queued == 0)
     assert real_redis.get(keys.lease(CID)) == (None if queued == 0 else "6")
+
+
+def test_webhook_events_reach_the_outbox_only_when_an_endpoint_is_registered(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    def event(n: int) -> WebhookEvent:
+        kind = WebhookEventKind.TURN_COMPLETED
+        return WebhookEvent(event_id=f"turn.completed:{CID}:{n}", kind=kind, data={"n": n})
+
+    flusher = writer(real_redis, keys, settings)
+    flusher.write(Flush(webhooks=[event(1)]))
+    assert not real_redis.exists(keys.webhook_outbox())
+    real_redis.hset(keys.webhook_endpoints(), "wh_1", "{}")
+    sent = [event(2), event(3)]
+    flusher.write(Flush(webhooks=sent))
+    kept = [fields["event"] for _, fields in real_redis.xrange(keys.webhook_outbox())]
+    assert kept == [e.model_dump_json() for e in sent]

@@ -1,5 +1,6 @@
 -- The worker's flush (worker/writer.py): one fenced round trip that writes what a turn did.
--- Runs after shared/lua/emit.lua and shared/lua/history_write.lua, whose functions it calls.
+-- Runs after shared/store/lua/emit.lua, history_write.lua and webhook_outbox.lua, whose
+-- functions it calls.
 -- Returns {'fenced'} when another worker holds the lease (nothing is written), else
 -- {'ok', position of the first step appended, 1 if abort was asked for this turn, event ids,
 --  1 if a turn's end let the lease go}.
@@ -13,6 +14,8 @@ local deliveries_key = KEYS[7]  -- the conversation's notification delivery stre
 local history_keys = {KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]}
 local inbox_key = KEYS[14]
 local day_usage_key = KEYS[15]  -- token usage by model for the day (UTC) of the flush
+local all_deliveries_key = KEYS[16]  -- every conversation's notification deliveries
+local webhook_endpoints_key, webhook_outbox_key = KEYS[17], KEYS[18]
 -- The flush: a FlushArgs (worker/writer.py), which says what each field holds.
 local flush = cjson.decode(ARGV[1])
 
@@ -32,6 +35,10 @@ hset(tool_results_key, flush.tool_results)
 hset(notification_key, flush.notification)
 for _, entry in ipairs(flush.deliveries) do
   redis.call('XADD', deliveries_key, 'MAXLEN', '~', flush.maxlen, '*', unpack(entry))
+  redis.call('XADD', all_deliveries_key, 'MAXLEN', '~', flush.maxlen, '*', unpack(entry))
+end
+for _, event in ipairs(flush.webhooks) do
+  outbox_add(webhook_endpoints_key, webhook_outbox_key, event, flush.outbox_maxlen)
 end
 local first = history_write(history_keys, flush.history)
 if flush.history.usage then
