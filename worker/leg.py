@@ -1,7 +1,7 @@
 """What one leg of a turn works with: the conversation, its writer, its stores, its clock.
 
 A leg reaches Redis only through these: the writer for the turn's flushes, and the
-stores (history, tool calls, notifications, batches, policy) for the rest.
+stores (history, tool calls, notifications, batches) for the rest.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from shared.store.batches import BatchStore
 from shared.store.conversations import TurnRecord
 from shared.store.history import HistoryStore
 from shared.store.notifications import NotificationStore
-from shared.store.policy import OperatorPolicy, PolicyStore
+from shared.store.policy import OperatorPolicy
 from worker.checkpoint import TurnCheckpoint
 from worker.lease import Lease
 from worker.tool_ledger import ToolLedger
@@ -39,13 +39,12 @@ class Leg:
     tool_calls: ToolLedger
     notifications: NotificationStore
     batches: BatchStore
-    policies: PolicyStore
     checkpoint: TurnCheckpoint
+    policy: OperatorPolicy  # the operator's tool rules, read with the claim
     started: float = field(default_factory=time.monotonic)
     cancelled_at_start: bool = False
     flags: dict[str, str] = field(default_factory=dict)  # the conversation's hash, as claimed
     parked_note: Notification | None = None  # the settled notification it resumes on, as claimed
-    policy: OperatorPolicy | None = None  # the operator's tool rules, when read with the claim
     _window: list[Step] | None = None
     _window_base: int = 0
 
@@ -74,12 +73,6 @@ class Leg:
         # A snapshot through JSON: pydantic-core does it in a few µs, a deep copy in Python
         # took several times that, three times a turn.
         return TurnCheckpoint.model_validate_json(self.checkpoint.model_dump_json())
-
-    def operator_policy(self) -> OperatorPolicy:
-        """The operator's tool rules: read with the claim or on first use, then reused."""
-        if self.policy is None:
-            self.policy = self.policies.load()
-        return self.policy
 
     def cancel_requested(self) -> bool:
         """Whether abort reached this turn: read at the leg's start, then from every flush."""

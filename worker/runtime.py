@@ -23,7 +23,7 @@ from shared.store.bundle import Stores
 from shared.store.connection import storage_errors
 from shared.store.emit import EMIT_LUA
 from shared.store.lua import LuaScript, lua_source
-from shared.store.policy import OperatorPolicy, ToolInfo
+from shared.store.policy import ToolInfo
 from shared.store.rate_limit import RateLimiter
 from worker.batch_end import on_batch_item_flush
 from worker.checkpoint import TurnCheckpoint
@@ -85,14 +85,14 @@ class Runtime:
 
     def advance(self, cid: str) -> str:
         """One leg for conversation `cid`; returns what happened, for logs and tests."""
-        claim, policy = self._first_claim(cid)
+        claim = self._claim(cid, "")
         if claim[0] != "ok":
             return str(claim[0])
         lease = Lease(self.client, self.keys, cid, str(claim[1]), self.settings.lease_ttl_ms)
         lease.start_renewing()
         released = False
         try:
-            outcome, released = self._run(cid, lease, claim, policy)
+            outcome, released = self._run(cid, lease, claim)
         except LeaseLost:
             log.warning("conversation %s: lease lost; another worker continues", cid)
             return "lost"
@@ -102,14 +102,11 @@ class Runtime:
             self.send_advance(cid)
         return outcome
 
-    def _run(
-        self, cid: str, lease: Lease, claim: list[Any], policy: OperatorPolicy | None
-    ) -> tuple[str, bool]:
+    def _run(self, cid: str, lease: Lease, claim: list[Any]) -> tuple[str, bool]:
         """Runs turns until none is left (the claim let the lease go), a park, or the slice ends."""
         started = time.monotonic()
         while time.monotonic() - started < self.settings.leg_time_slice_s:
-            leg = self._leg(cid, claim, lease, policy)
-            policy = None  # a later turn of this leg reads the rules again, when it needs them
+            leg = self._leg(cid, claim, lease)
             if leg is None:
                 return "parked", False
             result = TurnMachine(leg, self.registry, self.providers, self.limiter).run()
@@ -123,25 +120,6 @@ class Runtime:
             if claim[0] == "lost":
                 raise LeaseLost(f"lease of conversation {cid} expired between turns")
         return "yielded", False
-
-    def _first_claim(self, cid: str) -> tuple[list[Any], OperatorPolicy]:
-        """The claim, and the operator's tool rules read in the same round trip.
-
-        Every turn needs the rules (the tools a model is offered); the rules are not in the
-        conversation's slot, so they are read beside the script, not by it.
-        """
-        keys, argv = self._claim_arguments(cid, "")
-        with (
-            storage_errors(f"claiming work of conversation {cid}"),
-            self.client.pipeline(transaction=False) as pipe,
-        ):
-            _CLAIM.queue_by_digest(pipe, keys, argv)
-            pipe.hgetall(self.keys.policy_rules())
-            reply, rules = pipe.execute(raise_on_error=False)
-            if isinstance(rules, Exception):
-                raise rules
-            claim = _CLAIM.settle(self.client, reply, keys, argv)
-        return list(claim), self.policies.parse(rules)
 
     def _claim(self, cid: str, token: str) -> list[Any]:
         keys, argv = self._claim_arguments(cid, token)
@@ -157,6 +135,7 @@ class Runtime:
             self.keys.lease(cid),
             self.keys.fence(cid),
             self.keys.events(cid),
+            self.keys.policy_rules(),
         ]
         return keys, [
             self.keys.turn(cid, "x")[:-1],
@@ -170,10 +149,8 @@ class Runtime:
             self.keys.live_all(),
         ]
 
-    def _leg(
-        self, cid: str, claim: list[Any], lease: Lease, policy: OperatorPolicy | None
-    ) -> Leg | None:
-        _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat = claim
+    def _leg(self, cid: str, claim: list[Any], lease: Lease) -> Leg | None:
+        _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat, rules = claim
         flags = _as_dict(conv_flat)
         record = self.conversations.parse_get(cid, [flags, queued])
         cancelled = flags.get("cancel_turn") == tid
@@ -210,12 +187,11 @@ class Runtime:
             tool_calls=ToolLedger(self.client, self.keys, cid),
             notifications=self.notifications,
             batches=self.batches,
-            policies=self.policies,
             checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, str(tid)),
             cancelled_at_start=cancelled,
             flags=flags,
             parked_note=None if cancelled else parked,
-            policy=policy,
+            policy=self.policies.parse(_as_dict(rules)),
         )
         if int(appended) == 0:
             leg.history_was_empty()

@@ -39,7 +39,7 @@ def policy_for(
 ) -> ToolPolicy | None:
     """The policy for a tool in this conversation, or None when it is not enabled.
 
-    The operator's rules are read once per leg (only when a tool is decided at all).
+    The operator's rules came with the leg's claim (`worker/lua/claim.lua`).
     `for_call`: deciding about an actual call, so a batch-wide allow is read too.
     """
     if name not in registry.names():
@@ -50,7 +50,7 @@ def policy_for(
         effective_policy,
         name,
         default=registry.get(name).policy,
-        operator=leg.operator_policy(),
+        operator=leg.policy,
         config=leg.config,
     )
     policy = decide()

@@ -40,19 +40,6 @@ class LuaScript:
         """Queues the script on any pipeline, sync or async (EVAL: no extra round trip)."""
         return pipe.eval(self.body, len(keys), *keys, *args)
 
-    def queue_by_digest(self, pipe: Pipeline, keys: list[str], args: list[Any]) -> None:
-        """Queues EVALSHA, sending no body; run the pipeline with `raise_on_error=False` and
-        pass the script's reply through `settle`, which runs it again if Redis lacked it."""
-        pipe.evalsha(self.sha, len(keys), *keys, *args)
-
-    def settle(self, client: redis.Redis, reply: Any, keys: list[str], args: list[Any]) -> Any:
-        """A queued EVALSHA's reply; on NOSCRIPT (Redis restarted) the script runs now."""
-        if isinstance(reply, redis.exceptions.NoScriptError):
-            return self(client, keys, args)
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
-
     def __call__(self, client: redis.Redis | Pipeline, keys: list[str], args: list[Any]) -> Any:
         if isinstance(client, Pipeline):
             return client.eval(self.body, len(keys), *keys, *args)

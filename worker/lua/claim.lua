@@ -11,14 +11,18 @@
 -- else (an aborted turn is left to the leg, which cancels it). The notification comes back
 -- with the claim, so a resumed leg reads nothing more.
 --
+-- The operator's tool rules come back with the work: every turn needs them (the tools a model
+-- is offered). Their hash is global, outside the conversation's Cluster slot, as the queue is.
+--
 -- Returns {'busy'} | {'held'} | {'lost'} | {'idle'} | {'ok', token, turn id, conversation,
--- turn, appended, queued, parked notification id, its hash}.
+-- turn, appended, queued, parked notification id, its hash, the tool rules' hash}.
 local conversation_key = KEYS[1]
 local inbox_key = KEYS[2]
 local history_meta_key = KEYS[3]
 local lease_key = KEYS[4]
 local fence_key = KEYS[5]
 local events_key = KEYS[6]
+local policy_rules_key = KEYS[7]
 local turn_prefix = ARGV[1]  -- "<prefix>:{cid}:turn:"
 local token = ARGV[2]  -- '' to take the lease
 local ttl_ms = ARGV[3]
@@ -66,4 +70,4 @@ end
 return {'ok', token, active, redis.call('HGETALL', conversation_key),
         redis.call('HGETALL', turn_prefix .. active),
         redis.call('HGET', history_meta_key, 'appended') or '0', redis.call('LLEN', inbox_key),
-        parked, note}
+        parked, note, redis.call('HGETALL', policy_rules_key)}
