@@ -10,8 +10,15 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import machine, peak_rss_mb, write_section
-from bench.throughput import CONCURRENCY, _start, _stop, bare_celery
+from bench.common import (
+    CONCURRENCY,
+    machine,
+    peak_rss_mb,
+    start_worker,
+    stop_process,
+    write_section,
+)
+from bench.throughput import bare_celery
 from shared.local.embedded_redis import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,10 +32,8 @@ def _signoff(env: dict[str, str], logs: Path) -> tuple[float, float, float]:
             sink.write(
                 json.dumps({"id": f"p{i}", "prompt": f"Summarise item {i} in one line."}) + "\n"
             )
-    worker = _start(
-        [sys.executable, "-m", "worker", "worker"],
-        {**env, "SIGNOFF_WORKER_CONCURRENCY": str(CONCURRENCY)},
-        logs / "signoff-batch.log",
+    worker = start_worker(
+        {**env, "SIGNOFF_WORKER_CONCURRENCY": str(CONCURRENCY)}, logs / "signoff-batch.log"
     )
     try:
         started = time.perf_counter()
@@ -58,7 +63,7 @@ def _signoff(env: dict[str, str], logs: Path) -> tuple[float, float, float]:
         assert len(lines) == PROMPTS and all('"status": "done"' in line for line in lines)
         return PROMPTS / elapsed, peak_rss_mb(worker.pid), cli_peak
     finally:
-        _stop(worker)
+        stop_process(worker)
 
 
 def _safe_peak(pid: int) -> float:

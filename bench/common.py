@@ -17,6 +17,8 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks.md"
+# The worker concurrency of every benchmark's Signoff worker and of its bare Celery baseline.
+CONCURRENCY = 8
 
 
 class CountingConnection(redis.Connection):
@@ -65,20 +67,40 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """`python -m worker worker` with `env`, once its log says it is ready."""
+def start_process(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`command` with `env` added, once its log says it is ready (a Celery worker's "ready.")."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "worker", "worker"],
+        command,
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
+    deadline = time.monotonic() + 60
     while "ready." not in log.read_text(errors="replace"):
-        if process.poll() is not None:
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
             raise RuntimeError(log.read_text())
         time.sleep(0.1)
     return process
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`python -m worker worker` with `env`, once its log says it is ready."""
+    return start_process([sys.executable, "-m", "worker", "worker"], env, log)
+
+
+def start_noop_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """The baseline's worker: bare Celery (`bench/noop_app.py`), thread pool, `CONCURRENCY`."""
+    command = [sys.executable, "-m", "celery", "-A", "bench.noop_app", "worker", "--pool=threads"]
+    command += [f"--concurrency={CONCURRENCY}", "-Q", "bench.noop"]
+    command += ["--without-gossip", "--without-mingle", "--loglevel=INFO"]
+    return start_process(command, env, log)
 
 
 def machine() -> str:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import redis
 
-from bench.common import machine, median, write_section
-from bench.throughput import CONCURRENCY, TURNS, _signoff
+from bench.common import CONCURRENCY, machine, median, write_section
+from bench.throughput import TURNS, _signoff
 from shared.local.embedded_redis import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -13,7 +11,16 @@ from statistics import median
 
 import redis
 
-from bench.common import machine, peak_rss_mb, write_section
+from bench import noop_app
+from bench.common import (
+    CONCURRENCY,
+    machine,
+    peak_rss_mb,
+    start_noop_worker,
+    start_worker,
+    stop_process,
+    write_section,
+)
 from bench.web import cpu_seconds
 from shared.client import Client
 from shared.local.embedded_redis import EmbeddedRedis
@@ -22,7 +29,6 @@ from shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 TURNS = 400
-CONCURRENCY = 8
 ROUNDS = 5
 # The worker's CPU time (its process and children) per task or turn, by workload, in ms.
 CPU_MS: dict[str, list[float]] = {"bare": [], "signoff20": [], "signoff0": []}
@@ -33,62 +39,22 @@ PROMPT = (
 )
 
 
-def _start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while "ready." not in log.read_text(errors="replace"):
-        if time.monotonic() > deadline or process.poll() is not None:
-            raise RuntimeError(log.read_text())
-        time.sleep(0.1)
-    return process
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    process.wait(timeout=30)
-
-
 def bare_celery(env: dict[str, str], logs: Path, tasks: int = TURNS) -> tuple[float, float]:
     """Bare Celery no-op tasks per second (same Redis, pool, concurrency) and the worker's peak MB."""
-    worker = _start(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "bench.noop_app",
-            "worker",
-            "--pool=threads",
-            f"--concurrency={CONCURRENCY}",
-            "-Q",
-            "bench.noop",
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel=INFO",
-        ],
-        env,
-        logs / f"noop-{tasks}.log",
-    )
+    worker = start_noop_worker(env, logs / f"noop-{tasks}.log")
     try:
-        from bench import noop_app
-
+        celery = noop_app.sender(env["SIGNOFF_REDIS_URL"])
         key = f"bench:noop:{uuid.uuid4().hex}"
         counter = redis.Redis.from_url(env["SIGNOFF_REDIS_URL"])
         started, cpu = time.perf_counter(), cpu_seconds(worker.pid)
         for _ in range(tasks):
-            noop_app.noop.delay(key)
+            celery.send_task("bench.noop", args=[key])
         while int(counter.get(key) or 0) < tasks:
             time.sleep(0.005)
         CPU_MS["bare"].append((cpu_seconds(worker.pid) - cpu) * 1000 / tasks)
         return tasks / (time.perf_counter() - started), peak_rss_mb(worker.pid)
     finally:
-        _stop(worker)
+        stop_process(worker)
 
 
 class _CompletedCounter:
@@ -133,9 +99,7 @@ def _signoff(env: dict[str, str], logs: Path, flush_ms: int) -> tuple[float, flo
         "SIGNOFF_FLUSH_INTERVAL_MS": str(flush_ms),
         "SIGNOFF_KEY_PREFIX": f"tp{flush_ms}",
     }
-    worker = _start(
-        [sys.executable, "-m", "worker", "worker"], worker_env, logs / f"signoff{flush_ms}.log"
-    )
+    worker = start_worker(worker_env, logs / f"signoff{flush_ms}.log")
     try:
         settings = Settings(redis_url=env["SIGNOFF_REDIS_URL"], key_prefix=f"tp{flush_ms}")
         with Client(settings) as client:
@@ -156,7 +120,7 @@ def _signoff(env: dict[str, str], logs: Path, flush_ms: int) -> tuple[float, flo
         tokens = usage.candidates_token_count + usage.thoughts_token_count if usage else 0
         return rate, chunks, tokens
     finally:
-        _stop(worker)
+        stop_process(worker)
 
 
 def run() -> dict[str, float]:

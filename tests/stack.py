@@ -17,6 +17,22 @@ from shared.models.notifications import Notification
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def freeze(pid: int) -> None:
+    """SIGSTOP, returning once every thread of `pid` is stopped (the signal reaches them
+    asynchronously): from then on the process does nothing until it is killed or continued."""
+    os.kill(pid, signal.SIGSTOP)
+    tasks = Path(f"/proc/{pid}/task")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        states = [
+            (task / "stat").read_text().rpartition(")")[2].split()[0] for task in tasks.iterdir()
+        ]
+        if all(state in ("T", "t") for state in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} did not stop")
+
+
 class WorkerProcess:
     """`python -m worker` as a child process, with its log in a temporary file."""
 
@@ -50,6 +66,10 @@ class WorkerProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def freeze(self) -> None:
+        assert self.process is not None
+        freeze(self.process.pid)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no acknowledgement, like a machine going away."""

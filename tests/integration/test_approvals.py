@@ -236,6 +236,10 @@ def test_worker_killed_right_after_the_resolution(
     conversation = client.new_conversation(tools={"record_effect": "ask"})
     turn = conversation.send(effect_prompt("after-kill"))
     [note] = parked(conversation)
+    # Frozen first, so that it dies before the continuation starts whatever the timing: the
+    # `advance` the resolution queues is taken by its pending BRPOP (or left in the queue) and
+    # never acknowledged; the sweep sends it again. Killed while the tool runs is test_recovery's.
+    first.freeze()
     client.resolve_notification(note.id, Allow(), actor="frank")
     first.kill()
     second = WorkerProcess(env, concurrency=1, name="heir").start()

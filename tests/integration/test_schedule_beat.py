@@ -10,7 +10,6 @@ import signal
 import time
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 
 from shared.client import Client
 from shared.models.agents import NewAgent
@@ -18,7 +17,7 @@ from shared.models.events import ConversationStatus
 from shared.models.schedules import NewSchedule, RunOutcome
 from shared.settings import Settings
 from tests.integration.test_expiry import BeatProcess
-from tests.stack import WorkerProcess
+from tests.stack import WorkerProcess, freeze
 from tests.web.conftest import wait_for
 
 SLOTS = 4
@@ -74,20 +73,6 @@ def test_two_beats_fire_each_slot_exactly_once(
 ORPHANS = 64  # schedules due at one moment: a beat fires them in claims of 16
 
 
-def _wait_stopped(pid: int) -> None:
-    """Returns once every thread of `pid` is stopped: SIGSTOP reaches them asynchronously."""
-    tasks = Path(f"/proc/{pid}/task")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        states = [
-            (task / "stat").read_text().rpartition(")")[2].split()[0] for task in tasks.iterdir()
-        ]
-        if all(state in ("T", "t") for state in states):
-            return
-        time.sleep(0.001)
-    raise AssertionError(f"process {pid} did not stop")
-
-
 def _kill_between_claim_and_fire(beat: BeatProcess, client: Client, deadline_s: float) -> int:
     """SIGKILLs the beat at a moment it holds claimed slots it has not fired; their count.
 
@@ -98,8 +83,7 @@ def _kill_between_claim_and_fire(beat: BeatProcess, client: Client, deadline_s: 
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         if client.redis.zcard(claimed):
-            os.kill(beat.process.pid, signal.SIGSTOP)
-            _wait_stopped(beat.process.pid)
+            freeze(beat.process.pid)
             held = int(client.redis.zcard(claimed))
             if held:
                 beat.process.send_signal(signal.SIGKILL)
