@@ -20,10 +20,9 @@ def batch_page(svc: Services, *, offset: int, limit: int) -> BatchList:
     A batch whose record does not parse is left out (and logged), not allowed to fail the page.
     """
     ids = svc.batches.ids(offset=offset, limit=limit + 1)
-    items = [
-        BatchSummary.of(info, svc.notifications.count_pending(batch_id=info.batch_id))
-        for info in svc.batches.infos(ids[:limit], on_corrupt=skip_unreadable)
-    ]
+    infos = svc.batches.infos(ids[:limit], on_corrupt=skip_unreadable)
+    pending = svc.notifications.count_pending_each([(info.batch_id, None) for info in infos])
+    items = [BatchSummary.of(info, count) for info, count in zip(infos, pending, strict=True)]
     more = len(ids) > limit
     return BatchList(
         items=items, offset=offset, limit=limit, next_offset=offset + limit if more else None

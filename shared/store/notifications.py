@@ -216,6 +216,22 @@ class NotificationStore(AdvancingStore):
             pipe.zcount(index, "-inf", newest)
             return int(pipe.execute()[-1])
 
+    def count_pending_each(self, groups: list[tuple[str | None, str | None]]) -> list[int]:
+        """`count_pending(batch_id=, tool=)` of each (batch id, tool) pair, in one round trip:
+        a page of batches or of inbox groups shows a count per row."""
+        if not groups:
+            return []
+        with (
+            storage_errors("counting notifications"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            positions = []
+            for batch_id, tool in groups:
+                pipe.zcard(self._index(pipe, tool, batch_id, None))
+                positions.append(len(pipe) - 1)
+            replies = pipe.execute()
+        return [int(replies[i]) for i in positions]
+
     def recent(self, *, offset: int = 0, limit: int = 50) -> list[Notification]:
         """Every notification, newest first, whatever its status."""
         with storage_errors("listing notifications"):

@@ -2,36 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import redis
 
-from shared.models.notifications import Notification, ResolutionKind
-from shared.models.steps import ToolCall
 from shared.settings import Settings
 from shared.store.keys import KeySpace
-from shared.store.notifications import NotificationStore, index_commands
-
-
-def put(
-    client: redis.Redis, keys: KeySpace, n: int, *, tool: str, batch: str | None
-) -> Notification:
-    note = Notification(
-        id=f"conv{n}.s{n}",
-        conversation_id=f"conv{n}",
-        turn_id="t",
-        batch_id=batch,
-        title=f"Allow {tool}?",
-        tool_call=ToolCall(id=f"c{n}", name=tool, args={}),
-        allowed=[ResolutionKind.ALLOW, ResolutionKind.DENY],
-        created_at=time.time() + n,
-    )
-    client.hset(
-        keys.notification(note.id), mapping={"doc": note.model_dump_json(), "status": "pending"}
-    )
-    for key, members in index_commands(keys, note):
-        client.zadd(key, members)
-    return note
+from shared.store.notifications import NotificationStore
+from tests.pending_records import put
 
 
 def test_tool_and_batch_together_narrow_both_page_and_count(
@@ -50,3 +26,40 @@ def test_tool_and_batch_together_narrow_both_page_and_count(
     assert store.count_pending(tool="send_email") == 6 and store.count_pending(batch_id="b1") == 5
     assert store.count_pending() == 7
     assert store.count_pending(tool="write_file", batch_id="b2") == 0
+
+
+class _CountingConnection(redis.Connection):
+    """Counts what is sent: one packet per command or per pipeline, one per round trip."""
+
+    sent = 0
+
+    def send_packed_command(self, command: object, check_health: bool = True) -> None:
+        _CountingConnection.sent += 1
+        super().send_packed_command(command, check_health)  # type: ignore[arg-type]
+
+
+def test_counts_of_many_groups_are_the_single_counts_in_one_round_trip(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
+    for n in range(6):
+        put(real_redis, keys, n, tool="send_email" if n % 2 else "write_file", batch=f"b{n % 3}")
+    put(real_redis, keys, 6, tool="send_email", batch=None)
+    kwargs = real_redis.connection_pool.connection_kwargs
+    pool = redis.ConnectionPool(connection_class=_CountingConnection, **kwargs)
+    counted = redis.Redis(connection_pool=pool)
+    counted.ping()  # the connection's handshake is sent before the count starts
+    store = NotificationStore(counted, keys, Settings())
+    groups: list[tuple[str | None, str | None]] = [
+        ("b0", None),
+        ("b1", "send_email"),
+        ("b2", "write_file"),
+        ("b9", None),
+        (None, "send_email"),
+        (None, None),
+    ]
+    before = _CountingConnection.sent
+    counts = store.count_pending_each(groups)
+    assert _CountingConnection.sent - before == 1
+    assert counts == [store.count_pending(batch_id=b, tool=t) for b, t in groups]
+    assert counts == [2, 1, 1, 0, 4, 7]
+    assert store.count_pending_each([]) == []
