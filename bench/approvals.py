@@ -100,6 +100,7 @@ def _pickup(url: str, logs: Path) -> list[float]:
                 pass
             latencies.append(time.perf_counter() - started)
         listener.close()
+        celery.close()
         return latencies
     finally:
         stop_process(worker)
@@ -153,8 +154,7 @@ def run() -> dict[str, float]:
                 page = client.notifications.pending(tool="send_email", offset=2000, limit=50)
                 assert len(page) == 50 and all(n.tool_name == "send_email" for n in page)
         finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+            stop_process(worker)
     p50, p99 = median(latencies), percentile(latencies, 0.99)
     floor50, floor99 = median(pickup), percentile(pickup, 0.99)
     page_ms, all_ms = median(pages) * 1000, median(total) * 1000
@@ -169,7 +169,7 @@ A real worker (thread pool, concurrency 8) and a private redis-server. Machine: 
 worker; latency is from calling `resolve_notification` (compare-and-set, audit, indexes, `advance` sent)
 to the continuation's `running` status event reaching a subscriber. Baseline, in the same run on
 the same Redis: a bare Celery task (`bench/noop_app.py`, same Celery settings, thread pool,
-concurrency {CONCURRENCY}) sent with `delay` until the PUBLISH that is its only line reaches a
+concurrency {CONCURRENCY}) sent by name (`send_task`) until the PUBLISH that is its only line reaches a
 subscriber: Celery's pickup, the floor under any continuation.
 
 | measure | bare Celery pickup (baseline) | resolve to continuation | ratio | target |

@@ -52,6 +52,7 @@ def bare_celery(env: dict[str, str], logs: Path, tasks: int = TURNS) -> tuple[fl
         while int(counter.get(key) or 0) < tasks:
             time.sleep(0.005)
         CPU_MS["bare"].append((cpu_seconds(worker.pid) - cpu) * 1000 / tasks)
+        celery.close()
         return tasks / (time.perf_counter() - started), peak_rss_mb(worker.pid)
     finally:
         stop_process(worker)

@@ -54,10 +54,10 @@ def _groups(svc: Services) -> list[PendingGroup]:
     for note in notes:  # oldest first: the first seen of a group is its oldest
         oldest.setdefault((note.batch_id, note.tool_name), note.created_at)
     shown = list(oldest.items())[:GROUPS_SHOWN]
-    in_batches = store.count_pending_each([group for group, _ in shown if group[0] is not None])
-    counts = iter(in_batches)
+    in_batches = [group for group, _ in shown if group[0] is not None]
+    exact = dict(zip(in_batches, store.count_pending_each(in_batches), strict=True))
     return [
-        PendingGroup(bid, tool, next(counts), at)
+        PendingGroup(bid, tool, exact[bid, tool], at)
         if bid is not None
         else PendingGroup(None, tool, _count_outside_batches(notes, tool), at)
         for (bid, tool), at in shown

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import redis
 
+from bench.common import counting_client, round_trips
+from shared.local.embedded_redis import EmbeddedRedis
 from shared.settings import Settings
 from shared.store.keys import KeySpace
 from shared.store.notifications import NotificationStore
@@ -28,25 +30,13 @@ def test_tool_and_batch_together_narrow_both_page_and_count(
     assert store.count_pending(tool="write_file", batch_id="b2") == 0
 
 
-class _CountingConnection(redis.Connection):
-    """Counts what is sent: one packet per command or per pipeline, one per round trip."""
-
-    sent = 0
-
-    def send_packed_command(self, command: object, check_health: bool = True) -> None:
-        _CountingConnection.sent += 1
-        super().send_packed_command(command, check_health)  # type: ignore[arg-type]
-
-
 def test_counts_of_many_groups_are_the_single_counts_in_one_round_trip(
-    real_redis: redis.Redis, keys: KeySpace
+    real_redis: redis.Redis, redis_server: EmbeddedRedis, keys: KeySpace
 ) -> None:
     for n in range(6):
         put(real_redis, keys, n, tool="send_email" if n % 2 else "write_file", batch=f"b{n % 3}")
     put(real_redis, keys, 6, tool="send_email", batch=None)
-    kwargs = real_redis.connection_pool.connection_kwargs
-    pool = redis.ConnectionPool(connection_class=_CountingConnection, **kwargs)
-    counted = redis.Redis(connection_pool=pool)
+    counted = counting_client(redis_server.url)
     counted.ping()  # the connection's handshake is sent before the count starts
     store = NotificationStore(counted, keys, Settings())
     groups: list[tuple[str | None, str | None]] = [
@@ -57,9 +47,8 @@ def test_counts_of_many_groups_are_the_single_counts_in_one_round_trip(
         (None, "send_email"),
         (None, None),
     ]
-    before = _CountingConnection.sent
-    counts = store.count_pending_each(groups)
-    assert _CountingConnection.sent - before == 1
+    counts: list[int] = []
+    assert round_trips(lambda: counts.extend(store.count_pending_each(groups))) == 1
     assert counts == [store.count_pending(batch_id=b, tool=t) for b, t in groups]
     assert counts == [2, 1, 1, 0, 4, 7]
     assert store.count_pending_each([]) == []
