@@ -6,7 +6,7 @@ import logging
 
 from celery import Celery
 
-from shared.client.tasks import ADVANCE, SWEEP, celery_config
+from shared.client.tasks import ADVANCE, SWEEP, broker_errors, celery_config
 from shared.settings import Settings, load_settings
 from shared.store.connection import connect
 from worker import broker
@@ -29,7 +29,13 @@ def create_celery(settings: Settings | None = None) -> Celery:
         worker_concurrency=settings.worker_concurrency,
         beat_schedule={"sweep": {"task": SWEEP, "schedule": settings.sweep_interval_s}},
     )
-    runtime = Runtime(settings, connect(settings), send_advance=lambda cid: advance.delay(cid))
+
+    def send_advance(cid: str) -> None:
+        # StorageError, as any Redis failure: the sweep and the schedule firer retry on it
+        with broker_errors(f"sending advance for conversation {cid}"):
+            advance.delay(cid)
+
+    runtime = Runtime(settings, connect(settings), send_advance=send_advance)
 
     @app.task(name=ADVANCE, ignore_result=True)
     def advance(conversation_id: str) -> str:

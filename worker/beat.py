@@ -56,6 +56,9 @@ class SweepingScheduler(Scheduler):
         except SignoffError as exc:  # Redis away: the next interval tries again
             log.warning("sweep failed, retried in one interval: %s", exc)
             return
+        except Exception:  # a beat that died would expire nothing again: log, go on
+            log.exception("sweep failed unexpectedly, retried in one interval")
+            return
         counts = {
             "expired": len(swept.expired),
             "restored": len(swept.reconciled.restored),

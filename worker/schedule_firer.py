@@ -160,6 +160,9 @@ class ScheduleFirer:
             except SignoffError as exc:  # Redis away: try again after one poll
                 log.warning("firing schedules failed, retried in %.1f s: %s", poll, exc)
                 soonest = None
+            except Exception:  # a dead thread would fire nothing again: log, go on
+                log.exception("firing schedules failed unexpectedly, retried in %.1f s", poll)
+                soonest = None
             wait = poll if soonest is None else min(poll, max(0.0, soonest - time.time()))
             self._stopping.wait(wait)
 

@@ -29,6 +29,7 @@ __all__ = [
     "Advancer",
     "QueuesAdvance",
     "TaskSender",
+    "broker_errors",
     "celery_config",
     "queue_name",
     "webhook_queue_name",
@@ -125,7 +126,7 @@ class TaskSender:
         self._send(DELIVER_WEBHOOK, f"re-sending webhook {delivery_id}", delivery_id, queue=queue)
 
     def _send(self, name: str, action: str, *args: str, queue: str | None = None) -> None:
-        with _broker_errors(action), self._connection(action) as connection:
+        with broker_errors(action), self._connection(action) as connection:
             self.app.send_task(name, args=list(args), connection=connection, queue=queue)
 
     @contextmanager
@@ -147,7 +148,7 @@ class TaskSender:
 
 
 @contextmanager
-def _broker_errors(action: str) -> Iterator[None]:
+def broker_errors(action: str) -> Iterator[None]:
     """The broker (Redis) failing to take a task becomes StorageError, as any Redis failure."""
     try:
         yield
