@@ -6,7 +6,13 @@ import logging
 
 from celery import Celery
 
-from shared.client.tasks import ADVANCE, SWEEP, broker_errors, celery_config
+from shared.client.tasks import (
+    ADVANCE,
+    SWEEP,
+    advance_messages,
+    broker_errors,
+    celery_config,
+)
 from shared.settings import Settings, load_settings
 from shared.store.connection import connect
 from worker import broker
@@ -35,7 +41,13 @@ def create_celery(settings: Settings | None = None) -> Celery:
         with broker_errors(f"sending advance for conversation {cid}"):
             advance.delay(cid)
 
-    runtime = Runtime(settings, connect(settings), send_advance=send_advance)
+    messages = advance_messages(settings, app)
+    runtime = Runtime(
+        settings,
+        connect(settings),
+        send_advance=send_advance,
+        queue_advance=lambda cid: messages.task(ADVANCE, cid),
+    )
 
     @app.task(name=ADVANCE, ignore_result=True)
     def advance(conversation_id: str) -> str:

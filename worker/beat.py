@@ -38,7 +38,9 @@ class SweepingScheduler(Scheduler):
     def setup_schedule(self) -> None:
         super().setup_schedule()
         runtime = self.app.signoff_runtime
-        self.firer = ScheduleFirer(ScheduleRunner(runtime.stores, runtime.send_advance))
+        self.firer = ScheduleFirer(
+            ScheduleRunner(runtime.stores, runtime.send_advance, runtime.queue_advance)
+        )
         self.firer.start()
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
+from shared.client.task_message import QueuedTask
 from shared.errors import CorruptRecord, NotFound, SignoffError
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Notification, NotificationStatus
@@ -52,14 +53,21 @@ class Runtime:
         client: redis.Redis,
         *,
         send_advance: Callable[[str], None],
+        queue_advance: Callable[[str], QueuedTask] | None = None,
         registry: ToolRegistry | None = None,
         providers: ProviderFactory | None = None,
     ) -> None:
         self.settings = settings
         self.client = client
-        self.stores = Stores.build(client, settings, _Advancer(send_advance))
+        advancer = (
+            _Advancer(send_advance)
+            if queue_advance is None
+            else _QueuingAdvancer(send_advance, queue_advance)
+        )
+        self.stores = Stores.build(client, settings, advancer)
         self.keys = self.stores.keys
         self.send_advance = send_advance
+        self.queue_advance = queue_advance
         self.registry = registry or default_registry(settings)
         self.providers = providers or ProviderFactory(settings)
         self.conversations = self.stores.conversations
@@ -239,3 +247,13 @@ class _Advancer:
 
     def __init__(self, send_advance: Callable[[str], None]) -> None:
         self.advance = send_advance
+
+
+class _QueuingAdvancer(_Advancer):
+    """Also builds `advance` messages, for a script or pipeline to push in its own write."""
+
+    def __init__(
+        self, send_advance: Callable[[str], None], queue_advance: Callable[[str], QueuedTask]
+    ) -> None:
+        super().__init__(send_advance)
+        self.queued_advance = queue_advance

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from shared.client.task_message import QueuedTask
 from shared.errors import Conflict, NotFound, SignoffError
 from shared.models.agents import Agent
 from shared.models.schedules import Overlap, RunMode, RunOutcome, Schedule, ScheduleRun
@@ -47,6 +48,9 @@ class ScheduleRunner:
 
     stores: Stores
     send_advance: Callable[[str], None]
+    # builds `advance` for the submit script to push with the prompt (one write); without
+    # it the prompt is queued and `advance` sent after it
+    queue_advance: Callable[[str], QueuedTask] | None = None
     _agents: dict[tuple[str, int | None], Agent] = field(default_factory=dict)
 
     def forget_agents(self) -> None:
@@ -161,8 +165,10 @@ class ScheduleRunner:
 
     def _send(self, cid: str, schedule: Schedule, policy: DoubleTextPolicy) -> str:
         prompt = validate_prompt(schedule.prompt, self.stores.settings)
-        submission = self.stores.conversations.submit(cid, prompt, policy)
-        self.send_advance(cid)
+        advance = self.queue_advance(cid) if self.queue_advance is not None else None
+        submission = self.stores.conversations.submit(cid, prompt, policy, advance=advance)
+        if advance is None:
+            self.send_advance(cid)
         return submission.turn_id
 
     @staticmethod

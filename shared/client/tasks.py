@@ -29,6 +29,7 @@ __all__ = [
     "Advancer",
     "QueuesAdvance",
     "TaskSender",
+    "advance_messages",
     "broker_errors",
     "celery_config",
     "queue_name",
@@ -80,6 +81,15 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+def advance_messages(settings: Settings, app: Celery) -> TaskMessages:
+    """Task messages for the conversation queue, addressed as `app` sends them."""
+    return TaskMessages(
+        key_prefix=f"{settings.key_prefix}:celery:",
+        queue=queue_name(settings),
+        reply_to=app.thread_oid,
+    )
+
+
 class Advancer(Protocol):
     """Anything that can ask for a conversation's next leg."""
 
@@ -104,11 +114,7 @@ class TaskSender:
         self.settings = settings
         self.app = Celery("signoff-producer", set_as_current=False)
         self.app.conf.update(celery_config(settings))
-        self.messages = TaskMessages(
-            key_prefix=f"{settings.key_prefix}:celery:",
-            queue=queue_name(settings),
-            reply_to=self.app.thread_oid,
-        )
+        self.messages = advance_messages(settings, self.app)
 
     def advance(self, conversation_id: str) -> None:
         self._send(ADVANCE, f"sending advance for conversation {conversation_id}", conversation_id)

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from shared.client.tasks import QueuesAdvance
 from shared.errors import Conflict, CorruptRecord, NotFound, SignoffError
 from shared.models.config import ConversationConfig, PromptOptions
 from shared.models.content import Content
@@ -449,22 +450,28 @@ class BatchStore(AdvancingStore):
         return self.transition(bid, "", BatchState.QUEUED)
 
     def _release(self, bid: str, cids: list[str]) -> None:
-        """Ends the hold of dispatched conversations and indexes them, then sends `advance`.
+        """Ends the hold of dispatched conversations, indexes them and queues their `advance`.
 
         Until their release is confirmed they stay in the batch's `releasing` set, and the
-        next transition of the batch returns them again: releasing twice changes nothing.
+        next transition of the batch returns them again: releasing twice changes nothing
+        (a second `advance` finds the conversation leased or its work done). A sender that
+        can build task messages has them pushed in the release's own round trip.
         """
         if not cids:
             return
+        queuer = self.tasks if isinstance(self.tasks, QueuesAdvance) else None
         with (
             storage_errors(f"releasing items of batch {bid}"),
             self.client.pipeline(transaction=False) as pipe,
         ):
             for cid in cids:
                 self.conversations.queue_release(pipe, cid)
+                if queuer is not None:
+                    task = queuer.queued_advance(cid)
+                    pipe.lpush(task.key, task.message)
             pipe.srem(self.keys.batch_releasing(bid), *cids)
             pipe.execute()
-        if self.tasks is not None:
+        if self.tasks is not None and queuer is None:
             for cid in cids:
                 self.tasks.advance(cid)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import redis
 
+from shared.client.task_message import QueuedTask
 from shared.models.content import Content
 from shared.settings import Settings
 from shared.store.batch_scripts import TRANSITION
@@ -114,3 +115,31 @@ def test_a_chunk_cut_after_an_items_turn_reuses_that_turn(
     assert len(items) == 1 and turn_id in items[0]
     assert store.submit(bid, [line]).skipped == 1
     assert real_redis.llen(keys.inbox(cid)) == 1
+
+
+class Queues(Sent):
+    """A sender that also builds task messages: the release pushes them itself."""
+
+    def __init__(self, queue: str) -> None:
+        super().__init__()
+        self.queue = queue
+
+    def queued_advance(self, conversation_id: str) -> QueuedTask:
+        return QueuedTask(self.queue, f"advance {conversation_id}")
+
+
+def test_a_release_pushes_the_advance_messages_in_its_own_round_trip(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
+    queue = f"{keys.prefix}:test-queue"
+    sent = Queues(queue)
+    store = BatchStore(real_redis, keys, Settings(), sent)
+    bid = store.create(BatchConfig(max_concurrency=2))
+    store.submit(bid, lines(3))
+    cids = [store.conversation_id(bid, f"item-{i}") for i in range(3)]
+    assert sorted(real_redis.lrange(queue, 0, -1)) == sorted(f"advance {c}" for c in cids[:2])
+    assert store.transition(bid, cids[0], BatchState.DONE) == [cids[2]]
+    assert real_redis.lrange(queue, 0, 0) == [f"advance {cids[2]}"]
+    assert real_redis.llen(queue) == 3
+    assert sent.advanced == []  # nothing sent apart from the release
+    assert not held(real_redis, keys, cids[2])

@@ -17,6 +17,7 @@ import pytest
 import redis
 from pydantic import ValidationError
 
+from shared.client.task_message import QueuedTask
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import NewAgent
 from shared.models.config import ConversationConfig
@@ -293,3 +294,15 @@ def test_bad_schedules_are_refused_naming_the_problem(
 ) -> None:
     with pytest.raises(ValidationError, match=re.escape(problem)):
         NewSchedule.model_validate({"name": "x", "agent": "bot", "prompt": "go", **fields})
+
+
+def test_a_fire_queues_its_advance_in_the_submit_write(stores: Stores, sent: list[str]) -> None:
+    _every(stores, "q")
+    queue = f"{stores.keys.prefix}:test-queue"
+    runner = ScheduleRunner(stores, sent.append, lambda cid: QueuedTask(queue, f"advance {cid}"))
+    assert ScheduleFirer(runner).tick(now=T0 + 10.01) == 1
+    [run] = stores.schedules.runs("q")
+    assert run.outcome is RunOutcome.STARTED and run.conversation_id is not None
+    assert stores.redis.lrange(queue, 0, -1) == [f"advance {run.conversation_id}"]
+    assert sent == []
+    assert stores.redis.llen(stores.keys.inbox(run.conversation_id)) == 1
