@@ -11,10 +11,9 @@ from dataclasses import dataclass
 
 from shared.models.notifications import Notification
 from shared.store.batches import BatchStatus
-from shared.store.conversations import ConversationRecord
+from shared.store.conversations import ConversationRecord, ConversationStore
 from webui.api.models import BatchSummary
 from webui.batch_overview import batch_page
-from webui.listing import ConversationFilter, ListedStatus, list_conversations
 from webui.services import Services
 from webui.unreadable import skip_unreadable
 
@@ -24,7 +23,7 @@ GROUP_SAMPLE = 500
 GROUPS_SHOWN = 12
 BATCHES_READ = 50
 FAILURES_SHOWN = 10
-FAILURES_SCANNED = 1_000  # the newest conversations read for failures: the page stays cheap
+FAILURES_CHUNK = 50  # failures index entries read at a time, until enough still fail
 
 
 @dataclass(frozen=True)
@@ -71,16 +70,22 @@ def _count_outside_batches(notes: list[Notification], tool: str | None) -> int:
 
 def home_view(svc: Services) -> HomeView:
     batches = batch_page(svc, offset=0, limit=BATCHES_READ).items
-    failed = list_conversations(
-        svc.store,
-        offset=0,
-        limit=FAILURES_SHOWN,
-        where=ConversationFilter(ListedStatus.FAILED),
-        scan_limit=FAILURES_SCANNED,
-    )
     return HomeView(
         pending_total=svc.notifications.count_pending(),
         groups=_groups(svc),
         running=[b for b in batches if b.status in (BatchStatus.RUNNING, BatchStatus.SUBMITTING)],
-        failures=failed.records,
+        failures=_failures(svc.store),
     )
+
+
+def _failures(store: ConversationStore) -> list[ConversationRecord]:
+    """The conversations whose turns failed most recently and that have not run since."""
+    failures: list[ConversationRecord] = []
+    offset = 0
+    while len(failures) < FAILURES_SHOWN:
+        ids = store.failed_ids(offset=offset, limit=FAILURES_CHUNK)
+        failures += [r for r in store.records(ids, on_corrupt=skip_unreadable) if r.failed]
+        if len(ids) < FAILURES_CHUNK:
+            break
+        offset += FAILURES_CHUNK
+    return failures[:FAILURES_SHOWN]

@@ -19,7 +19,7 @@ import redis
 from pydantic import BaseModel
 
 from shared.errors import Conflict
-from shared.models.events import ConversationStatus, StatusEvent
+from shared.models.events import ConversationStatus, StatusEvent, TurnStatus
 from shared.models.steps import Step
 from shared.settings import Settings
 from shared.store.connection import storage_errors
@@ -31,11 +31,20 @@ from shared.store.lua import LuaScript, lua_source
 from shared.store.webhooks import OUTBOX_LUA, OUTBOX_MAXLEN
 from worker.flush import Flush
 
-__all__ = ["Flush", "FlushArgs", "LeaseLost", "StatusChange", "Writer"]
+__all__ = [
+    "FAILURES_KEPT",
+    "FailureEntry",
+    "Flush",
+    "FlushArgs",
+    "LeaseLost",
+    "StatusChange",
+    "Writer",
+]
 
 _FLUSH = LuaScript(EMIT_LUA, HISTORY_WRITE_LUA, OUTBOX_LUA, lua_source("worker", "flush.lua"))
 _NOTIFICATION_KEY = 5  # where flush.lua's KEYS name the notification the flush files
 _DAY_USAGE_KEY = 14  # and the day's usage hash
+FAILURES_KEPT = 1_000  # conversations in the failures index, the newest failures
 
 
 class LeaseLost(Conflict):
@@ -47,6 +56,14 @@ class StatusChange(BaseModel):
 
     status: ConversationStatus
     event: str
+
+
+class FailureEntry(BaseModel):
+    """A turn that ended failed: its conversation goes into the failures index."""
+
+    conversation_id: str
+    at: float
+    kept: int  # the index keeps this many newest
 
 
 class FlushArgs(BaseModel):
@@ -77,6 +94,7 @@ class FlushArgs(BaseModel):
     status_if_closed: StatusChange | None = None
     release_if_idle: bool = False  # a turn's end: let the lease go when nothing is queued
     usage_model: str = ""  # the day's usage (KEYS[15]) is counted under "<model>:<counter>"
+    failed: FailureEntry | None = None
 
 
 @dataclass(frozen=True)
@@ -114,11 +132,12 @@ class Writer:
         self.released = False  # the turn's end let the lease go: nothing was queued
         self.on_flush: Callable[[Flush], None] | None = None  # called after each written flush
         self.written: list[Step] = []  # steps this writer appended, in order
+        self.failures_kept = FAILURES_KEPT
         turn_key = keys.turn(cid, turn_id)
         # flush.lua's KEYS: lease, conversation, turn, events, tool results, notification
         # (the turn's key when there is none), delivery stream, the history's keys, inbox,
         # the day's usage (set at each write: the day may change while a turn runs), the
-        # global delivery stream, the webhook endpoints and outbox.
+        # global delivery stream, the webhook endpoints and outbox, the failures index.
         self._script_keys = [
             keys.lease(cid),
             keys.conversation(cid),
@@ -133,6 +152,7 @@ class Writer:
             keys.notification_stream(),
             keys.webhook_endpoints(),
             keys.webhook_outbox(),
+            keys.failures(),
         ]
         self._maxlen = str(settings.stream_maxlen)
         self._ttl_ms = str(settings.events_ttl_s * 1000)
@@ -184,11 +204,19 @@ class Writer:
             status=None if status is None else self._status_change(status),
             release_if_idle=flush.end is not None,
             usage_model=self.model,
+            failed=self._failure(flush),
             status_if_closed=(
                 self._status_change(ConversationStatus.CLOSED)
                 if status is ConversationStatus.IDLE
                 else None
             ),
+        )
+
+    def _failure(self, flush: Flush) -> FailureEntry | None:
+        if flush.end is None or flush.turn_status is not TurnStatus.FAILED:
+            return None
+        return FailureEntry(
+            conversation_id=self.cid, at=flush.end.finished_at, kept=self.failures_kept
         )
 
     def _status_change(self, status: ConversationStatus) -> StatusChange:

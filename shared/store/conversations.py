@@ -406,6 +406,17 @@ class ConversationStore:
             found = self.client.zrevrange(self.keys.conversations(), offset, offset + limit - 1)
         return [str(cid) for cid in found]
 
+    def failed_ids(self, *, offset: int = 0, limit: int = 50) -> list[str]:
+        """Conversations by when a turn of theirs last failed, newest first.
+
+        The worker's flush indexes a failed turn's conversation as it writes the end; an
+        entry stays when the conversation runs again, so a reader checks `failed` on the
+        records. The newest `FAILURES_KEPT` (worker/writer.py) are kept.
+        """
+        with storage_errors("listing failed conversations"):
+            found = self.client.zrevrange(self.keys.failures(), offset, offset + limit - 1)
+        return [str(cid) for cid in found]
+
     def count(self) -> int:
         with storage_errors("counting conversations"):
             return int(self.client.zcard(self.keys.conversations()))

@@ -108,6 +108,10 @@ class KeySpace:
         """ZSET of conversation ids by creation time."""
         return f"{self.prefix}:conversations"
 
+    def failures(self) -> str:
+        """ZSET of conversations by when a turn of theirs last failed (the newest kept)."""
+        return f"{self.prefix}:failures"
+
     def active(self) -> str:
         """ZSET of conversations with work queued or running, for the sweeper."""
         return f"{self.prefix}:active"

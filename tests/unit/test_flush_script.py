@@ -14,7 +14,7 @@ from shared.models.webhooks import WebhookEvent, WebhookEventKind
 from shared.settings import Settings
 from shared.store.keys import KeySpace
 from worker.flush import Flush, TurnEnd
-from worker.writer import LeaseLost, Writer
+from worker.writer import FAILURES_KEPT, LeaseLost, Writer
 
 CID, TID = "c1", "t1"
 
@@ -174,3 +174,31 @@ def test_webhook_events_reach_the_outbox_only_when_an_endpoint_is_registered(
     flusher.write(Flush(webhooks=sent))
     kept = [fields["event"] for _, fields in real_redis.xrange(keys.webhook_outbox())]
     assert kept == [e.model_dump_json() for e in sent]
+
+
+def test_a_failed_end_indexes_its_conversation_and_the_index_keeps_the_newest(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    def end(cid: str, status: TurnStatus, at: float, kept: int) -> None:
+        flusher = Writer(
+            real_redis, keys, settings, cid, token="", turn_id=TID, max_history_size=0, model="m"
+        )
+        flusher.failures_kept = kept
+        flusher.write(Flush(turn_status=TurnStatus.RUNNING))  # not an end: not indexed
+        flusher.write(
+            Flush(
+                turn_status=status,
+                end=TurnEnd(finished_at=at, error="boom"),
+                conversation_status=ConversationStatus.IDLE,
+            )
+        )
+
+    end("old", TurnStatus.FAILED, 10.0, kept=FAILURES_KEPT)
+    end("fine", TurnStatus.COMPLETED, 11.0, kept=FAILURES_KEPT)
+    end("cancelled", TurnStatus.CANCELLED, 12.0, kept=FAILURES_KEPT)
+    assert real_redis.zrange(keys.failures(), 0, -1, withscores=True) == [("old", 10.0)]
+    end("newer", TurnStatus.FAILED, 20.0, kept=FAILURES_KEPT)
+    end("old", TurnStatus.FAILED, 30.0, kept=FAILURES_KEPT)  # failed again: moved to the front
+    assert real_redis.zrevrange(keys.failures(), 0, -1) == ["old", "newer"]
+    end("newest", TurnStatus.FAILED, 40.0, kept=2)
+    assert real_redis.zrevrange(keys.failures(), 0, -1) == ["newest", "old"]

@@ -74,7 +74,9 @@ def test_a_corrupt_conversation_is_left_out_of_every_listing(
 def test_conversation_pages_survive_a_corrupt_record(
     signed_in: FlaskClient, svc: Services, caplog: pytest.LogCaptureFixture
 ) -> None:
-    key = _corrupt_conversation(svc, "bad-page", CORRUPT_CONVERSATIONS["null-timeout"])
+    fields = CORRUPT_CONVERSATIONS["null-timeout"] | {"last_turn_status": "failed"}
+    key = _corrupt_conversation(svc, "bad-page", fields)
+    svc.redis.zadd(svc.keys.failures(), {"bad-page": time.time()})  # the home page reads it
     caplog.set_level(logging.WARNING, logger=UNREADABLE)
     home = signed_in.get("/", follow_redirects=True)
     assert home.status_code == 200

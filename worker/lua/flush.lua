@@ -16,6 +16,7 @@ local inbox_key = KEYS[14]
 local day_usage_key = KEYS[15]  -- token usage by model for the day (UTC) of the flush
 local all_deliveries_key = KEYS[16]  -- every conversation's notification deliveries
 local webhook_endpoints_key, webhook_outbox_key = KEYS[17], KEYS[18]
+local failures_key = KEYS[19]  -- conversations by when a turn of theirs last failed
 -- The flush: a FlushArgs (worker/writer.py), which says what each field holds.
 local flush = cjson.decode(ARGV[1])
 
@@ -45,6 +46,10 @@ if flush.history.usage then
   for name, count in pairs(flush.history.usage) do
     if count ~= 0 then redis.call('HINCRBY', day_usage_key, flush.usage_model .. ':' .. name, count) end
   end
+end
+if flush.failed then
+  redis.call('ZADD', failures_key, flush.failed.at, flush.failed.conversation_id)
+  redis.call('ZREMRANGEBYRANK', failures_key, 0, -(flush.failed.kept + 1))
 end
 local ids = {}
 for _, event in ipairs(flush.events) do
