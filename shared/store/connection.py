@@ -2,8 +2,9 @@
 
 A pool named by a `PoolBound` holds at most the connections its setting allows and
 is shared by threads (or tasks): a caller beyond the bound waits for a free
-connection up to `redis_pool_wait_s`, then gets `PoolExhausted`, which names the
-setting to raise. redis-py's default pool fails at once at 100 ("Too many connections").
+connection, in line with the others (`fair_queue.py`), up to `redis_pool_wait_s`, then
+gets `PoolExhausted`, which names the setting to raise. redis-py's default pool fails at
+once at 100 ("Too many connections").
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import redis.asyncio
 
 from shared.errors import StorageError
 from shared.settings import ENV_PREFIX, Settings
+from shared.store.fair_queue import FairLifoQueue
 
 __all__ = [
     "ASYNC_CLIENT_POOL",
@@ -103,7 +105,9 @@ def connect(settings: Settings, *, pool: PoolBound | None = None, **options: Any
     }
     if pool is None:
         return redis.Redis.from_url(settings.redis_url, **options)
-    bounded = _WaitingPool.from_url(settings.redis_url, **_bounds(settings, pool), **options)
+    bounded = _WaitingPool.from_url(
+        settings.redis_url, queue_class=FairLifoQueue, **_bounds(settings, pool), **options
+    )
     return redis.Redis.from_pool(bounded)
 
 
