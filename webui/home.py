@@ -14,6 +14,7 @@ from shared.store.batches import BatchStatus
 from shared.store.conversations import ConversationRecord, ConversationStore
 from webui.api.models import BatchSummary
 from webui.batch_overview import batch_page
+from webui.listing import ConversationFilter, ListedStatus, scan
 from webui.services import Services
 from webui.unreadable import skip_unreadable
 
@@ -23,7 +24,6 @@ GROUP_SAMPLE = 500
 GROUPS_SHOWN = 12
 BATCHES_READ = 50
 FAILURES_SHOWN = 10
-FAILURES_CHUNK = 50  # failures index entries read at a time, until enough still fail
 
 
 @dataclass(frozen=True)
@@ -80,12 +80,5 @@ def home_view(svc: Services) -> HomeView:
 
 def _failures(store: ConversationStore) -> list[ConversationRecord]:
     """The conversations whose turns failed most recently and that have not run since."""
-    failures: list[ConversationRecord] = []
-    offset = 0
-    while len(failures) < FAILURES_SHOWN:
-        ids = store.failed_ids(offset=offset, limit=FAILURES_CHUNK)
-        failures += [r for r in store.records(ids, on_corrupt=skip_unreadable) if r.failed]
-        if len(ids) < FAILURES_CHUNK:
-            break
-        offset += FAILURES_CHUNK
-    return failures[:FAILURES_SHOWN]
+    where = ConversationFilter(ListedStatus.FAILED)
+    return scan(store, where, wanted=FAILURES_SHOWN, ids=store.failed_ids)[0][:FAILURES_SHOWN]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from shared.store.conversations import ConversationRecord, ConversationStore
 from webui.unreadable import skip_unreadable
@@ -21,10 +22,17 @@ __all__ = [
     "ConversationPage",
     "ListedStatus",
     "list_conversations",
+    "scan",
 ]
 
 SCAN_LIMIT = 20_000  # records a filtered page reads at most
 _CHUNK = 200
+
+
+class IdPage(Protocol):
+    """A page of an index of conversation ids (`ConversationStore.ids`, `failed_ids`)."""
+
+    def __call__(self, *, offset: int, limit: int) -> list[str]: ...
 
 
 class ListedStatus(str, Enum):
@@ -91,7 +99,7 @@ def list_conversations(
             total=total,
             next_offset=offset + limit if offset + limit < total else None,
         )
-    matched, truncated = _scan(store, where, wanted=offset + limit + 1, scan_limit=scan_limit)
+    matched, truncated = scan(store, where, wanted=offset + limit + 1, scan_limit=scan_limit)
     return ConversationPage(
         records=matched[offset : offset + limit],
         offset=offset,
@@ -102,16 +110,24 @@ def list_conversations(
     )
 
 
-def _scan(
-    store: ConversationStore, where: ConversationFilter, *, wanted: int, scan_limit: int
+def scan(
+    store: ConversationStore,
+    where: ConversationFilter,
+    *,
+    wanted: int,
+    scan_limit: int = SCAN_LIMIT,
+    ids: IdPage | None = None,
 ) -> tuple[list[ConversationRecord], bool]:
-    """Records matching `where`, newest first, until `wanted` or `scan_limit` were read."""
+    """Records matching `where`, in the order of `ids` (by default the conversations index,
+    newest first), until `wanted` matched or `scan_limit` were read; and whether it stopped
+    at the limit."""
+    page = ids or store.ids
     matched: list[ConversationRecord] = []
     position = 0
     while len(matched) < wanted:
         if position >= scan_limit:
             return matched, True
-        chunk = store.ids(offset=position, limit=min(_CHUNK, scan_limit - position))
+        chunk = page(offset=position, limit=min(_CHUNK, scan_limit - position))
         if not chunk:
             break
         matched += [r for r in store.records(chunk, on_corrupt=skip_unreadable) if where.matches(r)]
