@@ -21,6 +21,7 @@ from shared.models.notifications import NotificationStatus
 from shared.settings import Settings
 from shared.store.batches import BatchState, BatchStore
 from shared.store.connection import storage_errors
+from shared.store.history import last_turn_usage
 from shared.store.keys import KeySpace
 from shared.store.notifications import NotificationStore
 from worker.reconcile import Reconciled, Reconciler
@@ -112,9 +113,10 @@ class Sweeper:
 
         A worker that died (or lost Redis) between a turn's end flush and the batch's
         transition left them so, holding a place under the cap for ever. "Long ago": twice
-        the lease's TTL, so that a worker about to transition (with the item's usage) is
-        never raced; the repaired item's usage is not added to the batch's. Returns the
-        items the freed places released.
+        the lease's TTL, so that a worker about to transition is seldom raced; the repair
+        carries the turn's usage as the worker's transition would, and the transition counts
+        an item's usage only on its first move to an end, so whichever comes first counts
+        it once. Returns the items the freed places released.
         """
         with storage_errors(f"sweeping batch {bid}"):
             states: dict[str, str] = self.client.hgetall(self.keys.batch_states(bid))  # type: ignore[assignment]
@@ -139,7 +141,9 @@ class Sweeper:
                 log.warning(
                     "batch %s: item %s ended without its transition; now %s", bid, cid, ended.value
                 )
-                released += self.batches.transition(bid, cid, ended)
+                with storage_errors(f"sweeping batch {bid}"):
+                    usage: dict[str, str] = self.client.hgetall(self.keys.usage(cid))  # type: ignore[assignment]
+                released += self.batches.transition(bid, cid, ended, last_turn_usage(usage))
         return released
 
     def _running_batches(self) -> list[str]:

@@ -32,6 +32,7 @@ __all__ = [
     "HistoryWrite",
     "StepWrite",
     "UsageSummary",
+    "last_turn_usage",
     "response_text",
     "structured_output",
 ]
@@ -270,7 +271,7 @@ class HistoryStore:
             last_response=meta.get("last_response", ""),
             last_structured_output=self._parse_structured(meta.get("last_structured")),
             cumulative_usage=_usage_from(usage, ""),
-            turn_usage=_usage_from(usage, "turn:") if "turn:total_token_count" in usage else None,
+            turn_usage=last_turn_usage(usage),
         )
 
     def steps(self, start: int = 0, count: int | None = None) -> list[Step]:
@@ -340,8 +341,7 @@ class HistoryStore:
             pipe.hgetall(usage_key)
             pipe.llen(turns_key)
             raw, turns = pipe.execute()
-        last_turn = _usage_from(raw, "turn:") if "turn:total_token_count" in raw else None
-        return UsageSummary(_usage_from(raw, ""), last_turn, int(turns))
+        return UsageSummary(_usage_from(raw, ""), last_turn_usage(raw), int(turns))
 
     def length(self) -> int:
         """Retained steps (one LLEN)."""
@@ -364,6 +364,11 @@ class HistoryStore:
             return json.loads(raw)
         except ValueError as exc:
             raise CorruptRecord(f"last structured output in {self._keys[1]} is not JSON") from exc
+
+
+def last_turn_usage(raw: dict[str, str]) -> UsageMetadata | None:
+    """The last turn's usage from a conversation's usage hash (`KeySpace.usage`), if any."""
+    return _usage_from(raw, "turn:") if "turn:total_token_count" in raw else None
 
 
 def _usage_from(raw: dict[str, str], prefix: str) -> UsageMetadata:

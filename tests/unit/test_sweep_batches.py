@@ -6,6 +6,7 @@ import time
 
 import redis
 
+from shared.models.steps import UsageMetadata
 from shared.settings import Settings
 from shared.store.batch_scripts import TRANSITION
 from shared.store.batches import BatchConfig, BatchState, BatchStore
@@ -64,3 +65,32 @@ def test_the_sweep_ends_an_item_whose_turn_ended_without_its_transition(
     assert sweeper.sweep().dispatched == [second]  # ended long ago: done, and the cap frees
     assert store.info(bid).counts[BatchState.DONE] == 1
     assert second in sent.advanced
+
+
+def test_the_repair_counts_the_items_usage_once_whoever_transitions_first(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
+    """The worker's transition (with the turn's usage) may be lost or may come after it."""
+    sent = Sent()
+    settings = Settings(lease_ttl_ms=1000)
+    store = BatchStore(real_redis, keys, settings, sent)
+    bid = store.create(BatchConfig(max_concurrency=2))
+    store.submit(bid, lines(2))
+    store.finish_submission(bid)
+    first, second = (store.conversation_id(bid, f"item-{i}") for i in range(2))
+    turn = {"turn:prompt_token_count": "7", "turn:candidates_token_count": "5"}
+    turn |= {"turn:total_token_count": "12", "prompt_token_count": "70"}
+    for cid in (first, second):
+        real_redis.delete(keys.inbox(cid))
+        real_redis.hset(keys.usage(cid), mapping=turn)
+        real_redis.hset(
+            keys.conversation(cid),
+            mapping={"active_turn": "", "last_turn_status": "completed", "updated_at": 1.0},
+        )
+    Sweeper(real_redis, keys, settings, batches=store, send_advance=sent.advance).sweep()
+    late = UsageMetadata(prompt_token_count=7, candidates_token_count=5, total_token_count=12)
+    store.transition(bid, first, BatchState.DONE, late)  # the worker's, after the repair
+    info = store.info(bid)
+    assert info.counts[BatchState.DONE] == 2
+    assert (info.usage.prompt_token_count, info.usage.total_token_count) == (14, 24)
+    assert info.usage.candidates_token_count == 10
