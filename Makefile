@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 # llama.cpp (for the real-model tests) compiles from source; a native build crashed on our machines.
 LLAMA_FLAGS := CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON"
 
-.PHONY: run test lint bench faults fuzz install clean docs lock system-run system-test
+.PHONY: run test test-rabbitmq test-long lint bench faults fuzz fuzz-quick install clean docs lock system-run system-test
 
 system-run:
 	@bash .ci/system-packages run
@@ -36,9 +36,19 @@ run: system-run $(RUN_STAMP)
 	$(VENV)/bin/signoff up --demo
 
 # Two modules at a time, each whole in one process (its worker, Redis and fixtures its own):
-# the suite is mostly waiting on real processes, and two cores keep both busy.
+# the suite is mostly waiting on real processes, and two cores keep both busy. The tests with
+# RabbitMQ as the broker (marker `rabbitmq`) have a target of their own, which CI runs too.
 test: system-test $(TEST_STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not rabbitmq and not long"
+
+# RabbitMQ as Celery's broker, state in Redis: the machine's RabbitMQ (started by
+# .ci/system-packages when it does not answer), a vhost per module, made and deleted.
+test-rabbitmq: system-test $(TEST_STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadfile -m rabbitmq
+
+# The long runs against the real model (docs/real-model.md): 100 turns at a 4,096-token context.
+test-long: system-test $(TEST_STAMP)
+	$(PY) -m pytest -q -m long
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
@@ -52,8 +62,9 @@ bench: $(TEST_STAMP)
 faults: $(TEST_STAMP)
 	$(PY) -m faults
 
-# Schemathesis over the API's OpenAPI document (docs/fuzzing.md), ~15 minutes; not in CI.
-# Schemathesis gets a virtualenv of its own, so it never enters constraints.txt.
+# Schemathesis over the API's OpenAPI document (docs/fuzzing.md), every check, ~15 minutes;
+# CI runs `fuzz-quick`, a few minutes of the same. Schemathesis gets a virtualenv of its own,
+# so it never enters constraints.txt.
 FUZZ_VENV := .venv-fuzz
 $(FUZZ_VENV)/bin/schemathesis:
 	python3 -m venv $(FUZZ_VENV)
@@ -61,6 +72,10 @@ $(FUZZ_VENV)/bin/schemathesis:
 
 fuzz: $(TEST_STAMP) $(FUZZ_VENV)/bin/schemathesis
 	$(PY) -m fuzz.api --max-examples 50
+
+# Few cases per operation and a fixed seed, so a CI failure can be repeated with the same seed.
+fuzz-quick: $(TEST_STAMP) $(FUZZ_VENV)/bin/schemathesis
+	$(PY) -m fuzz.api --max-examples 5 -- --seed 26
 
 docs: $(TEST_STAMP)
 	$(PY) docs/update_readme.py

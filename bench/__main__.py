@@ -11,10 +11,17 @@ BENCHMARKS = [
     "streaming",
     "approvals",
     "batch",
+    "export",
     "web",
     "fsync",
     "webhooks",
     "schedules",
+    "mcp",
+    "mcp_serve",
+    "budgets",
+    "routes",
+    "latency",
+    "metrics",
 ]
 
 

@@ -27,10 +27,11 @@ from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.models.events import StepEvent
 from shared.models.notifications import Notification, ResolutionKind
 from shared.models.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from shared.models.users import Role
 from shared.settings import Settings
 from shared.store.keys import KeySpace
 from shared.store.notifications import index_commands
-from shared.store.users import Role, TokenStore
+from shared.store.users import TokenStore
 from webui import create_app
 from worker.writer import Flush, Writer
 
@@ -53,7 +54,9 @@ CLOSING = b": closed: server shutting down"
 # The web process and what it holds
 
 
-def _web(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+def _web(
+    env: dict[str, str], port: int, log: Path, *, start_timeout_s: float = 30
+) -> subprocess.Popen[bytes]:
     """`signoff web` itself (gunicorn with Signoff's gevent worker), answering on `port`."""
     process = subprocess.Popen(
         [SIGNOFF, "web"],
@@ -62,7 +65,7 @@ def _web(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + start_timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(log.read_text())
@@ -73,7 +76,7 @@ def _web(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
             pass
         time.sleep(0.1)
     process.kill()
-    raise RuntimeError(f"signoff web did not answer in 30 s:\n{log.read_text()}")
+    raise RuntimeError(f"signoff web did not answer in {start_timeout_s:g} s:\n{log.read_text()}")
 
 
 def _stop_web(web: subprocess.Popen[bytes]) -> None:

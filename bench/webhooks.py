@@ -113,7 +113,11 @@ def run() -> dict[str, float]:
         endpoint = EndpointStore(connect(settings), KeySpace(PREFIX)).add(
             EndpointRequest(url=urls[1], events=[WebhookEventKind.SCHEDULE_FIRED]), actor="bench"
         )
-        env = {"SIGNOFF_REDIS_URL": redis_server.url, "SIGNOFF_KEY_PREFIX": PREFIX}
+        env = {
+            "SIGNOFF_REDIS_URL": redis_server.url,
+            "SIGNOFF_KEY_PREFIX": PREFIX,
+            "SIGNOFF_OUTBOUND_ALLOW": "127.0.0.1",  # the receivers are on loopback
+        }
         worker = start_worker(env, logs / "worker.log")
         try:
             _through_webhooks(settings, hooked, count=50, run="warm-up")  # connections

@@ -25,8 +25,9 @@ import httpx
 from shared.client import Client
 from shared.local.children import die_with_parent
 from shared.local.embedded_redis import EmbeddedRedis, free_port
+from shared.models.users import Role
 from shared.settings import Settings
-from shared.store.users import Role, TokenStore
+from shared.store.users import TokenStore
 
 __all__ = ["ROOT", "Service", "Stack", "stack"]
 

@@ -26,11 +26,12 @@ from faults.harness import Stack, stack
 from faults.report import Result
 from shared.client import Client
 from shared.errors import Conflict, NotFound, SignoffError
+from shared.models.batches import BatchConfig, BatchStatus
 from shared.models.config import ConversationConfig
 from shared.models.content import Content
 from shared.models.notifications import Allow
 from shared.models.steps import UsageMetadata
-from shared.store.batches import BatchConfig, BatchInfo, BatchLine, BatchStatus, BatchStore
+from shared.store.batches import BatchInfo, BatchLine, BatchStore
 from shared.store.history import HistoryStore
 
 __all__ = ["FULL", "QUICK", "Size", "run"]

@@ -6,6 +6,7 @@
     │   ├── PayloadTooLarge
     │   ├── SettingsError
     │   └── PathRefused       a workspace path that leads out, or names no readable file
+    ├── Forbidden             the caller's role or ownership does not allow it
     ├── NotFound              an id (or a workspace file) that names nothing
     ├── NotConfigured         a feature whose setting is unset (file reads without roots)
     ├── Conflict              the state moved on (double resolve, busy conversation)
@@ -17,8 +18,8 @@
     └── StorageError          Redis failed or holds something unreadable
         └── CorruptRecord
 
-Every class is rebuilt from its arguments (a message, and a provider's HTTP code), so Celery's
-JSON result format, which keeps an exception's type and arguments, carries it whole.
+Every class is rebuilt from its arguments (a message, a provider's HTTP code and Retry-After),
+so Celery's JSON result format, which keeps an exception's type and arguments, carries it whole.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "Conflict",
     "ConversationClosed",
     "CorruptRecord",
+    "Forbidden",
     "InvalidInput",
     "NotConfigured",
     "NotFound",
@@ -81,6 +83,20 @@ class PathRefused(InvalidInput):
     """Raised when a workspace path leads outside the roots or names no file that may be read."""
 
     code = "path_refused"
+
+
+class Forbidden(SignoffError):
+    """Raised when the caller's role or ownership does not allow what it asks; `fields`
+    names the request's fields at fault, if any."""
+
+    code = "forbidden"
+
+    def __init__(self, message: str, fields: tuple[str, ...] | list[str] = ()) -> None:
+        super().__init__(message, tuple(fields))
+        self.fields = tuple(fields)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class NotFound(SignoffError):
@@ -137,9 +153,16 @@ class ProviderError(SignoffError):
 
 
 class RateLimited(ProviderError):
-    """Raised when a provider or our own token bucket says to slow down."""
+    """Raised when a provider answers 429; `retry_after_s` is its Retry-After, if it sent one."""
 
     code = "rate_limited"
+
+    def __init__(
+        self, message: str, http_code: int = 429, retry_after_s: float | None = None
+    ) -> None:
+        SignoffError.__init__(self, message, http_code, retry_after_s)
+        self.http_code = http_code
+        self.retry_after_s = retry_after_s
 
 
 class StorageError(SignoffError):

@@ -26,7 +26,16 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.errors import SettingsError
 
-__all__ = ["DoubleTextPolicy", "RateLimit", "Settings", "load_settings", "settings_table"]
+__all__ = [
+    "DoubleTextPolicy",
+    "LogFormat",
+    "RateLimit",
+    "Settings",
+    "SmtpSecurity",
+    "WorkerPool",
+    "load_settings",
+    "settings_table",
+]
 
 ENV_PREFIX = "SIGNOFF_"
 DEFAULT_MAX_HISTORY_SIZE = 10_000
@@ -41,12 +50,37 @@ class DoubleTextPolicy(str, Enum):
     INTERRUPT = "interrupt"
 
 
+class WorkerPool(str, Enum):
+    """How a worker process runs its legs: greenlets (gevent), or a thread each."""
+
+    GEVENT = "gevent"
+    THREADS = "threads"
+
+
 class RateLimit(BaseModel):
     """Limits of one provider (or provider:model); `burst_s` seconds' worth may go at once."""
 
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     burst_s: float = Field(default=1.0, gt=0)
+
+
+class LogFormat(str, Enum):
+    """How every process writes its log lines."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+class SmtpSecurity(str, Enum):
+    """How the SMTP connection is protected."""
+
+    STARTTLS = "starttls"
+    TLS = "tls"
+    NONE = "none"
+
+
+BROKER_SCHEMES = ("amqp", "amqps", "redis", "rediss", "unix")  # RabbitMQ, or a Redis of its own
 
 
 class Settings(BaseSettings):
@@ -57,7 +91,16 @@ class Settings(BaseSettings):
     # Redis
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
-        description="Redis for state, events and the broker; `signoff up` runs its own unless set.",
+        description="Redis for state and events, and Celery's broker unless SIGNOFF_BROKER_URL "
+        "names another; `signoff up` runs its own unless set.",
+    )
+    broker_url: str = Field(
+        "",
+        description="Celery's broker; empty: the state Redis (SIGNOFF_REDIS_URL). "
+        "amqp://user:password@host:5672/vhost puts the task queues on RabbitMQ (quorum queues, "
+        "persistent messages, native delayed delivery); a redis:// URL, on a Redis of their own. "
+        "A broker apart from the state Redis receives the tasks that state writes ask for "
+        "through an outbox in the state Redis, relayed by the workers and `signoff beat`.",
     )
     key_prefix: str = Field("signoff", description="Prefix of every Redis key Signoff writes.")
     redis_timeout_s: float = Field(5.0, gt=0, description="Socket timeout for Redis commands.")
@@ -121,7 +164,32 @@ class Settings(BaseSettings):
     )
 
     # Worker and turns
-    worker_concurrency: int = Field(8, gt=0, description="Threads per worker process.")
+    worker_pool: WorkerPool = Field(
+        WorkerPool.GEVENT,
+        description="gevent: a leg waiting on a model or a tool holds a greenlet, not a thread; "
+        "threads: a thread per running leg (then keep the concurrency to tens).",
+    )
+    worker_concurrency: int = Field(
+        1000,
+        gt=0,
+        le=10_000,
+        description="Legs (turns) in flight per worker process; more wait in the queue.",
+    )
+    worker_redis_connections: int = Field(
+        128,
+        ge=1,
+        le=1000,
+        description="Redis connections per worker process shared by its legs (the delta "
+        "ticker's, the broker's and the lease renewer's aside); legs beyond it wait for one, "
+        "as long as a lease lives (SIGNOFF_LEASE_TTL_MS) or SIGNOFF_REDIS_POOL_WAIT_S if longer.",
+    )
+    model_connections: int = Field(
+        1000,
+        ge=1,
+        le=10_000,
+        description="HTTP connections per model provider per worker process; model calls "
+        "beyond it wait for one (up to SIGNOFF_PROVIDER_TIMEOUT_S).",
+    )
     visibility_timeout_s: int = Field(
         900,
         gt=0,
@@ -166,7 +234,41 @@ class Settings(BaseSettings):
         DoubleTextPolicy.ENQUEUE, description="Default for a prompt sent while a turn runs."
     )
     compaction_token_budget: int = Field(
-        0, ge=0, description="Compact automatically past this many context tokens; 0 disables."
+        0,
+        ge=0,
+        description="Also compact past this many prompt tokens, below the context's threshold; "
+        "0: only at SIGNOFF_COMPACTION_THRESHOLD.",
+    )
+    context_tokens: int = Field(
+        32_768,
+        gt=0,
+        description="The context window (tokens) of a model that SIGNOFF_CONTEXT_SIZES and its "
+        "agent do not size.",
+    )
+    context_sizes: dict[str, Annotated[int, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description='Context windows per provider or provider:model, e.g. {"openai": 128000, '
+        '"ollama:qwen3": 4096}; an agent\'s context_tokens wins.',
+    )
+    compaction_threshold: float = Field(
+        0.75,
+        gt=0,
+        le=1,
+        description="Compact when a prompt would reach this fraction of the model's context "
+        "window (its size as the provider counts it, from the last call's reported tokens).",
+    )
+
+    max_output_tokens: int = Field(
+        4096,
+        ge=0,
+        le=10_000_000,
+        description="Default cap on the tokens of one model answer; 0 leaves the model's own.",
+    )
+    temperature: float = Field(
+        -1.0,
+        ge=-1,
+        le=2,
+        description="Default sampling temperature (0-2); -1 leaves the model's own.",
     )
 
     # Providers
@@ -183,11 +285,17 @@ class Settings(BaseSettings):
         "http://127.0.0.1:11434", description="Base URL of an Ollama server."
     )
     provider_timeout_s: float = Field(120.0, gt=0, description="HTTP timeout of one model call.")
-    provider_max_retries: int = Field(3, ge=0, description="Retries on 429 and 5xx, with backoff.")
+    provider_max_retries: int = Field(
+        3,
+        ge=0,
+        description="Retries on 5xx and lost connections, with backoff (a 429 instead pauses "
+        "the provider for every worker and the turn calls again).",
+    )
     rate_limits: dict[str, RateLimit] = Field(
         default_factory=dict,
         description='Per provider or provider:model, e.g. {"openai": {"requests_per_minute": 500, '
-        '"tokens_per_minute": 200000}}; shared by every worker.',
+        '"tokens_per_minute": 200000}}; shared by every worker, whose waiting calls are served '
+        "interactive first, then scheduled and triggered, then batches taking turns.",
     )
 
     # Tools
@@ -200,8 +308,75 @@ class Settings(BaseSettings):
     )
     tools_module: str = Field("", description="Module path whose TOOLS list adds user tools.")
 
+    # MCP tool servers
+    mcp_call_timeout_s: float = Field(
+        30.0, gt=0, le=3_600, description="Timeout of one MCP tool call (a tool error after it)."
+    )
+    mcp_connect_timeout_s: float = Field(
+        15.0, gt=0, le=600, description="Timeout of starting or reaching an MCP server."
+    )
+    mcp_max_result_bytes: int = Field(
+        1_000_000,
+        ge=1_000,
+        le=100_000_000,
+        description="An MCP tool result larger than this (as JSON) is refused with a tool error.",
+    )
+    mcp_max_tools: int = Field(
+        256, ge=1, le=10_000, description="Tools offered per MCP server (the rest are refused)."
+    )
+    mcp_max_concurrency: int = Field(
+        4, ge=1, le=256, description="MCP calls in flight per server per worker process."
+    )
+    outbound_allow: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Hosts or networks, comma-separated (`127.0.0.1,10.0.0.0/8,hooks.lan`), that "
+        "webhook deliveries may reach although they are loopback, private, link-local or "
+        "metadata addresses (refused otherwise, checked at each connection).",
+    )
+    mcp_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Hosts or networks, comma-separated (`127.0.0.1,10.0.0.0/8`), an MCP server "
+        "URL may "
+        "reach although they are loopback, private, link-local or metadata addresses.",
+    )
+    mcp_elicit_wait_s: float = Field(
+        60.0,
+        gt=0,
+        le=3_600,
+        description="How long a live MCP call that asks for input waits for a person's answer "
+        "before the server gets a decline.",
+    )
+
     # Approvals
     approval_timeout_s: int = Field(86_400, gt=0, description="Default time an approval may wait.")
+    smtp_host: str = Field(
+        "", description="SMTP server routes send approval emails through; empty: no email."
+    )
+    smtp_port: int = Field(587, gt=0, lt=65_536, description="Port of the SMTP server.")
+    smtp_security: SmtpSecurity = Field(
+        SmtpSecurity.STARTTLS,
+        description="starttls (upgrade, certificate checked), tls (TLS from the start) or none.",
+    )
+    smtp_username: str = Field("", description="SMTP login; empty: none.")
+    smtp_password: SecretStr = Field(SecretStr(""), description="SMTP password.")
+    smtp_from: str = Field("signoff@localhost", description="The From address of approval emails.")
+    smtp_timeout_s: float = Field(10.0, gt=0, le=120, description="Timeout of one SMTP session.")
+    slack_bot_token: SecretStr = Field(
+        SecretStr(""), description="The Slack app's bot token (xoxb-...); empty: no Slack."
+    )
+    slack_signing_secret: SecretStr = Field(
+        SecretStr(""),
+        description="The Slack app's signing secret: interactions are checked with it.",
+    )
+    slack_api_url: str = Field(
+        "https://slack.com/api", description="Slack's Web API (a stand-in's in tests)."
+    )
+    approval_link_ttl_s: int = Field(
+        86_400,
+        gt=0,
+        le=7 * 86_400,
+        description="How long the signed link in an approval email stays usable.",
+    )
 
     # Webhooks and triggers
     public_url: str = Field(
@@ -211,6 +386,13 @@ class Settings(BaseSettings):
     )
     webhook_timeout_s: float = Field(
         10.0, gt=0, le=60, description="Timeout of one webhook delivery (connect and read)."
+    )
+    webhook_concurrency: int = Field(
+        4,
+        gt=0,
+        le=256,
+        description="Threads of the delivery worker that `signoff worker` runs beside the turn "
+        "worker (deliveries never take a turn's thread).",
     )
     webhook_max_attempts: int = Field(
         6, ge=1, le=20, description="Attempts of one delivery before it is marked failed."
@@ -312,11 +494,72 @@ class Settings(BaseSettings):
         "one, then gets 503 with Retry-After.",
     )
 
+    # Observability
+    log_format: LogFormat = Field(
+        LogFormat.TEXT,
+        description="text, or json: one JSON object a line (time, level, logger, message, and "
+        "the conversation and turn where there is one), in every process.",
+    )
+    otel_endpoint: str = Field(
+        "",
+        description="An OTLP/HTTP endpoint (http://collector:4318) traces are sent to; empty: "
+        "OTEL_EXPORTER_OTLP_ENDPOINT if set, else no tracing.",
+    )
+    otel_sample_ratio: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="The share of turns traced (and of web requests and tasks that start a "
+        "trace): 1 traces all; 0.1 one in ten, for a busy fleet. A turn's choice is kept "
+        "across its park and resume, so a trace is whole or absent.",
+    )
+    otel_capture_content: bool = Field(
+        False,
+        description="Put prompts, answers, tool arguments and results on spans (they may hold "
+        "personal data); off: spans carry names, ids, timings and token counts only.",
+    )
+    metrics_token: SecretStr = Field(
+        SecretStr(""),
+        description="A bearer token that may read the web's /metrics (operators may too); "
+        "empty: operators only.",
+    )
+    metrics_port: int = Field(
+        0,
+        ge=0,
+        lt=65_536,
+        description="Port `signoff worker` serves Prometheus metrics on (/metrics); 0: off.",
+    )
+    beat_metrics_port: int = Field(
+        0,
+        ge=0,
+        lt=65_536,
+        description="Port `signoff beat` serves Prometheus metrics on (/metrics); 0: off.",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1", description="Address the worker's and beat's metrics ports bind."
+    )
+    metrics_dir: str = Field(
+        "",
+        description="Where each run of the web, worker and beat keeps its processes' metric "
+        "files (a directory per run, removed when it stops); empty: signoff-metrics-<uid> in "
+        "the temporary directory (`signoff up`: .signoff/metrics).",
+    )
+
     @field_validator("key_prefix")
     @classmethod
     def _prefix_is_plain(cls, value: str) -> str:
         if not value or any(ch in value for ch in "{}: \n"):
             raise ValueError("must be non-empty without braces, colons or whitespace")
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _known_broker(cls, value: str) -> str:
+        scheme = value.partition("://")[0].lower() if "://" in value else ""
+        if value and scheme not in BROKER_SCHEMES:
+            raise ValueError(
+                f"must be empty (the state Redis) or a URL of {', '.join(BROKER_SCHEMES)}"
+            )
         return value
 
     @field_validator("leg_time_slice_s")
@@ -330,17 +573,15 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("mcp_allowed_hosts", "outbound_allow", mode="before")
+    @classmethod
+    def _host_list(cls, value: object) -> object:
+        return _list(value, separator=",", example="a,b")
+
     @field_validator("workspace_roots", mode="before")
     @classmethod
     def _path_list(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        if value.lstrip().startswith("["):
-            try:
-                return json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not a JSON array ({exc}); or give paths as a:b") from None
-        return tuple(part for part in value.split(os.pathsep) if part.strip())
+        return _list(value, separator=os.pathsep, example="a:b")
 
     @field_validator("admin_password")
     @classmethod
@@ -357,6 +598,18 @@ class Settings(BaseSettings):
         if value not in {"scripted", "openai", "ollama"}:
             raise ValueError("must be one of scripted, openai, ollama")
         return value
+
+
+def _list(value: object, *, separator: str, example: str) -> object:
+    """A list variable: a JSON array, or items joined by `separator`."""
+    if not isinstance(value, str):
+        return value
+    if value.lstrip().startswith("["):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON array ({exc}); or give them as {example}") from None
+    return tuple(part.strip() for part in value.split(separator) if part.strip())
 
 
 def load_settings(**overrides: object) -> Settings:

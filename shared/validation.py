@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -26,6 +26,7 @@ __all__ = [
     "checked_options",
     "conversation_options",
     "describe_problems",
+    "key_value_pairs",
     "prompt_options",
     "strip_control_characters",
     "validate_prompt",
@@ -137,6 +138,17 @@ def checked_options(model: type[Options], what: str, options: Mapping[str, Any])
             for error in exc.errors()
         )
         raise InvalidInput(f"invalid {what} options: {problems}") from exc
+
+
+def key_value_pairs(option: str, pairs: Iterable[str]) -> dict[str, str]:
+    """`KEY=VALUE` command-line pairs as a dict; InvalidInput naming the option otherwise."""
+    found = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInput(f"{option} {pair!r}: write KEY=VALUE")
+        found[key] = value
+    return found
 
 
 def describe_problems(exc: ValidationError, subject: str) -> str:

@@ -10,12 +10,22 @@ from pathlib import Path
 import fakeredis
 import pytest
 import redis
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from shared.client import Client
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.settings import Settings
 from shared.store.keys import KeySpace
+from tests.rabbitmq import VHost
 from tests.stack import WorkerProcess
+
+# Behaviour, not timings: a loaded machine must not fail an example, or its generation, for
+# being slow.
+hypothesis_settings.register_profile(
+    "signoff", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("signoff")
 
 
 @pytest.fixture(scope="session")
@@ -64,19 +74,40 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stack_env(redis_server: EmbeddedRedis, workspace: Path) -> dict[str, str]:
-    """Environment for a module's worker and client: its own key prefix on the test Redis."""
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"it{uuid.uuid4().hex[:8]}",
+def stack_env(
+    request: pytest.FixtureRequest,
+    redis_server: EmbeddedRedis,
+    workspace: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, str]:
+    """Environment for a module's worker and client: its own key prefix on the test Redis.
+
+    A module sets `STACK_ENV` to its own variables (without it: a 10 ms flush window and the
+    test workspace), and `EFFECT_TOOLS = True` to load `tests.effect_tools`, which logs each
+    call it runs to a file of the module's own (`effects`).
+    """
+    env = {"SIGNOFF_REDIS_URL": redis_server.url, "SIGNOFF_KEY_PREFIX": f"it{uuid.uuid4().hex[:8]}"}
+    default = {
         "SIGNOFF_FLUSH_INTERVAL_MS": "10",
         "SIGNOFF_WORKSPACE_ROOTS": json.dumps([str(workspace)]),
     }
+    env |= getattr(request.module, "STACK_ENV", default)
+    if getattr(request.module, "EFFECT_TOOLS", False):
+        effects = tmp_path_factory.mktemp("effects") / "effects.log"
+        env |= {"SIGNOFF_TOOLS_MODULE": "tests.effect_tools", "SIGNOFF_TEST_EFFECTS": str(effects)}
+    return env
+
+
+@pytest.fixture
+def effects(stack_env: dict[str, str]) -> Path:
+    """The file `tests.effect_tools` logs each call to (a module with `EFFECT_TOOLS`)."""
+    return Path(stack_env["SIGNOFF_TEST_EFFECTS"])
 
 
 @pytest.fixture(scope="module")
-def worker(stack_env: dict[str, str]) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(stack_env).start()
+def worker(request: pytest.FixtureRequest, stack_env: dict[str, str]) -> Iterator[WorkerProcess]:
+    """The module's worker; a module's `WORKER_START_S` gives it longer to start than 30 s."""
+    process = WorkerProcess(stack_env).start(getattr(request.module, "WORKER_START_S", 30.0))
     yield process
     process.stop()
 
@@ -88,3 +119,12 @@ def client(stack_env: dict[str, str], worker: WorkerProcess) -> Iterator[Client]
     )
     with Client(settings) as signoff:
         yield signoff
+
+
+@pytest.fixture(scope="module")
+def rabbitmq() -> Iterator[VHost]:
+    """A vhost of the module's own on the machine's RabbitMQ (`make test` starts it), deleted
+    with everything in it afterwards; no RabbitMQ fails the test, it never skips."""
+    host = VHost().create()
+    yield host
+    host.delete()

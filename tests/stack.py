@@ -1,4 +1,5 @@
-"""Real processes for integration tests: Celery workers that the tests start, kill and stop."""
+"""What tests share: the `signoff` command run as a process, Celery workers that the tests start,
+kill and stop, and settings for a workspace."""
 
 from __future__ import annotations
 
@@ -13,8 +14,31 @@ from pathlib import Path
 from shared.client import Conversation
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Notification
+from shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+SIGNOFF = str(Path(sys.executable).with_name("signoff"))  # the venv's `signoff` command
+
+
+def make_settings(*roots: Path, writable: bool = False, tools_module: str = "") -> Settings:
+    """Settings whose workspace is `roots` (read-only unless `writable`)."""
+    return Settings(workspace_roots=roots, workspace_writable=writable, tools_module=tools_module)
+
+
+def run_cli(
+    env: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`signoff <args>` as a process of its own, with `env` over this one's, from the repository."""
+    return subprocess.run(
+        [SIGNOFF, *args],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def freeze(pid: int) -> None:
@@ -42,7 +66,7 @@ class WorkerProcess:
         self.log_path = Path(tempfile.mkstemp(prefix=f"signoff-{name}-", suffix=".log")[1])
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout_s: float = 30.0) -> WorkerProcess:
+    def start(self, timeout_s: float = 90.0) -> WorkerProcess:  # a bound, on a loaded machine
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "worker", "worker", "-n", f"{self.name}@%h"],
@@ -51,13 +75,13 @@ class WorkerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        self._wait_for("ready.", timeout_s)
+        self._wait_for("ready.", timeout_s, count=2)  # the turn worker and the delivery worker
         return self
 
-    def _wait_for(self, marker: str, timeout_s: float) -> None:
+    def _wait_for(self, marker: str, timeout_s: float, *, count: int = 1) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if marker in self.log():
+            if self.log().count(marker) >= count:
                 return
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(f"worker exited at start:\n{self.log()}")

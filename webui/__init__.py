@@ -14,10 +14,12 @@ import redis
 from flask import Flask, jsonify
 from flask.typing import ResponseReturnValue
 
+from shared.errors import StorageError
 from shared.settings import Settings, load_settings
-from webui import auth, csrf, errors, security, timefmt
+from webui import auth, csrf, errors, mcp_http, metrics, request_logs, security, timefmt
 from webui.api import blueprint as api_blueprint
 from webui.auth import public
+from webui.body_limit import BodyLimit
 from webui.converters import CONVERTERS
 from webui.pages import blueprint as pages_blueprint
 from webui.services import EXTENSION, Services, build_services, services
@@ -47,6 +49,28 @@ def _secret_key(settings: Settings) -> str:
     return secrets.token_hex(32)
 
 
+def _rename_owner_lookalikes(svc: Services) -> None:
+    """No token may act as an internal owner (batch:<id>, trigger:<name>): rename old ones.
+
+    Redis away at start is no reason not to serve: such a token is refused at sign-in anyway,
+    and the next start renames it.
+    """
+    try:
+        renamed = svc.tokens.rename_owner_lookalikes()
+    except StorageError as exc:
+        log.warning("not renaming owner-like API tokens at start: %s", exc)
+        return
+    for token, new_name in renamed:
+        log.warning(
+            "API token %s was named %r, which reads as an internal owner (a batch, trigger or "
+            "schedule); renamed %r. Conversations it created keep the old name as their owner: "
+            "an operator acts on them",
+            token.token_id,
+            token.name,
+            new_name,
+        )
+
+
 def _ensure_admin(svc: Services) -> None:
     password = svc.settings.admin_password.get_secret_value()
     if password:
@@ -73,7 +97,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app = Flask(__name__)
     app.config.update(
         SECRET_KEY=_secret_key(settings),
-        MAX_CONTENT_LENGTH=request_body_limit(settings),
+        MAX_CONTENT_LENGTH=request_body_limit(settings) + 1,  # BodyLimit caps (webui/body_limit.py)
         MAX_FORM_MEMORY_SIZE=settings.max_prompt_text_bytes + _BODY_MARGIN,
         **security.cookie_config(settings),
     )
@@ -81,10 +105,14 @@ def create_app(settings: Settings | None = None) -> Flask:
     svc = build_services(settings)
     app.extensions[EXTENSION] = svc
     _ensure_admin(svc)
-    for part in (errors, security, auth, csrf, timefmt):
+    _rename_owner_lookalikes(svc)
+    for part in (request_logs, errors, security, auth, csrf, timefmt):
         part.init_app(app)
     app.add_template_filter(_timestamp, "timestamp")
     app.register_blueprint(api_blueprint())
     app.register_blueprint(pages_blueprint())
     app.add_url_rule("/healthz", view_func=healthz)
+    mcp_http.init_app(app)
+    metrics.init_app(app)
+    app.wsgi_app = BodyLimit(app, app.wsgi_app, default=request_body_limit(settings))  # type: ignore[method-assign]
     return app

@@ -46,6 +46,9 @@ def _entry(raw: dict[str, Any]) -> AuditEntry:
             arguments_before=_json(raw.get("arguments_before")),
             arguments_after=_json(raw.get("arguments_after")),
             reason=raw.get("reason") or None,
+            scope=raw.get("scope") or None,
+            claim=raw.get("claim") or None,
+            claimed_by=raw.get("claimed_by") or None,
         )
     except (KeyError, ValueError, ValidationError) as exc:
         raise CorruptRecord(f"audit entry {raw.get('id')} does not parse") from exc
@@ -69,6 +72,8 @@ class AuditDecision(str, Enum):
     SUBMIT = "submit"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+    CLAIM = "claim"
+    RELEASE = "release"
 
 
 @dataclass(frozen=True)
@@ -78,14 +83,14 @@ class AuditFilter:
     actor: str | None = None
     tool: str | None = None
     batch_id: str | None = None
-    decision: str | None = None  # allow, deny, submit; or expired, cancelled
+    decision: str | None = None  # allow, deny, submit; or expired, cancelled; claim, release
 
     @property
     def empty(self) -> bool:
         return not (self.actor or self.tool or self.batch_id or self.decision)
 
     def matches(self, entry: AuditEntry) -> bool:
-        decision = entry.kind.value if entry.kind else entry.status.value
+        decision = (entry.claim or entry.kind or entry.status).value
         return (
             (not self.actor or entry.actor == self.actor)
             and (not self.tool or entry.tool == self.tool)

@@ -1,10 +1,11 @@
-"""Who is calling, and may they: sessions for operators, bearer tokens for API clients.
+"""Who is calling, and may they: sessions for accounts, bearer tokens for API clients.
 
-Every view requires a signed-in operator or a token unless marked `public`. A
+Every view requires a signed-in user or a token unless marked `public`. A
 view declares the role it needs with `requires`; a view that declares nothing
-needs ``operator``, so a forgotten declaration fails closed. A session is always
-the operator role. State-changing requests authenticated by the session (or by
-nothing, like the sign-in form) must carry the CSRF token; bearer calls need not.
+needs ``operator``, so a forgotten declaration fails closed. A session has its
+account's role and scopes, read on every request. State-changing requests
+authenticated by the session (or by nothing, like the sign-in form) must carry
+the CSRF token; bearer calls need not.
 A view marked `signature_authenticated` (an inbound trigger) has no principal and
 no CSRF check: it authenticates each request by its own signature, and refuses it
 (401) without a valid one.
@@ -25,7 +26,8 @@ from typing import Any, TypeVar
 
 from flask import Flask, current_app, g, request, session
 
-from shared.store.users import Role
+from shared.models.owners import is_internal_owner
+from shared.models.users import Role
 from webui import csrf
 from webui.errors import HttpProblem
 from webui.services import services
@@ -61,6 +63,7 @@ class Principal:
     name: str
     role: Role
     method: AuthMethod
+    scopes: tuple[str, ...] = ()  # an approver's (`shared.approvers`): none means every approval
 
 
 def requires(role: Role) -> Callable[[F], F]:
@@ -145,7 +148,14 @@ def _bearer_principal(header: str) -> Principal:
         )
     if found.expired():
         raise _expired(found.expires_at or 0.0)
-    return Principal(found.name, found.role, AuthMethod.TOKEN)
+    if is_internal_owner(found.name):  # made before names were restricted; renamed at start
+        raise HttpProblem(
+            401,
+            "unauthorized",
+            f"the bearer token's name {found.name!r} reads as an internal owner; restart the web "
+            "server to rename it, or issue a new token",
+        )
+    return Principal(found.name, found.role, AuthMethod.TOKEN, found.scopes)
 
 
 def _expired(expires_at: float) -> HttpProblem:
@@ -177,7 +187,7 @@ def _session_principal() -> Principal | None:
         users.sessions.end(session_id)  # begun before a password change or a disable
         session.clear()
         return None
-    return Principal(found.username, Role.OPERATOR, AuthMethod.SESSION)
+    return Principal(found.username, account.role, AuthMethod.SESSION, tuple(account.scopes))
 
 
 def _principal() -> Principal | None:

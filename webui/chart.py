@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from webui.usage_report import DayUsage, UsageReport
+from shared.usage_report import DayUsage, UsageReport
 
 __all__ = ["Bar", "Chart", "Tick", "usage_chart"]
 

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from werkzeug.routing import BaseConverter, ValidationError
 
 from shared.models.config import TOOL_NAME_PATTERN
+from shared.models.mcp import SERVER_NAME_PATTERN
 from shared.store.keys import ID_PATTERN
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
 ]
 
 _MAX_ID = 128
+MODEL_NAME_PATTERN = r"[A-Za-z0-9_.:/@+\-]{1,200}"
 # `shared.store.keys.KeySpace.notification`: ``<conversation id>.<suffix>``, suffix without dots.
 NOTIFICATION_ID_PATTERN = r"[A-Za-z0-9_.\-]+\.[A-Za-z0-9_\-]+"
 
@@ -62,9 +64,26 @@ class ToolNameConverter(PathConverter):
     schema = {"type": "string", "pattern": TOOL_NAME_PATTERN}
 
 
+class McpServerNameConverter(PathConverter):
+    """An MCP server's name."""
+
+    regex = SERVER_NAME_PATTERN.strip("^$")
+    schema = {"type": "string", "pattern": SERVER_NAME_PATTERN}
+
+
+class ModelNameConverter(PathConverter):
+    """A model's name as providers spell it: `llama3:8b`, `org/model` (slashes included)."""
+
+    part_isolating = False
+    regex = MODEL_NAME_PATTERN
+    schema = {"type": "string", "pattern": f"^{MODEL_NAME_PATTERN}$"}
+
+
 # The name each converter has in URL rules: ``<nid:nid>``.
 CONVERTERS: dict[str, type[PathConverter]] = {
     "id": IdConverter,
     "nid": NotificationIdConverter,
     "tool": ToolNameConverter,
+    "mcp": McpServerNameConverter,
+    "model": ModelNameConverter,
 }

@@ -12,12 +12,13 @@ from typing import Any
 
 from flask import Flask, Response, jsonify, render_template, request, url_for
 from pydantic import ValidationError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from shared.errors import (
     Conflict,
     ConversationClosed,
     CorruptRecord,
+    Forbidden,
     InvalidInput,
     NotConfigured,
     NotFound,
@@ -27,6 +28,7 @@ from shared.errors import (
     SignoffError,
     StorageError,
 )
+from webui.body_limit import LIMIT_KEY, too_large
 
 __all__ = ["HttpProblem", "init_app", "invalid_body"]
 
@@ -36,6 +38,7 @@ RETRY_AFTER_S = "1"
 
 _STATUSES: tuple[tuple[type[SignoffError], int], ...] = (
     (PathRefused, 403),  # a workspace path leading out, or naming no readable file
+    (Forbidden, 403),  # the caller's role or ownership
     (PayloadTooLarge, 413),
     (InvalidInput, 422),
     (NotFound, 404),
@@ -80,7 +83,9 @@ def invalid_body(exc: ValidationError) -> HttpProblem:
 
 
 def _wants_json() -> bool:
-    return request.path.startswith("/api/")
+    """The API, the MCP endpoint and /metrics answer JSON; pages answer HTML (or go to
+    sign-in)."""
+    return request.path.startswith("/api/") or request.path in ("/mcp", "/metrics")
 
 
 def _respond(problem: HttpProblem) -> Response:
@@ -105,14 +110,19 @@ def _from_signoff(exc: SignoffError) -> Response:
         log.error("%s answering %s %s: %s", exc.code, request.method, request.path, exc)
     # Redis unreachable or every connection busy: transient, so say when to come back.
     headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
-    return _respond(HttpProblem(status, exc.code, exc.message, headers=headers))
+    fields = exc.fields if isinstance(exc, Forbidden) else ()
+    details = [{"field": field} for field in fields] or None
+    return _respond(HttpProblem(status, exc.code, exc.message, details=details, headers=headers))
 
 
 def _from_http(exc: HTTPException) -> Response:
     status = exc.code or 500
     code = "payload_too_large" if status == 413 else exc.name.lower().replace(" ", "_")
     headers = {k: v for k, v in exc.get_headers() if k.lower() == "allow"}
-    return _respond(HttpProblem(status, code, exc.description or exc.name, headers=headers))
+    message = exc.description or exc.name
+    if status == 413 and message == RequestEntityTooLarge.description:  # werkzeug's own cap
+        message = too_large(request.environ.get(LIMIT_KEY) or request.max_content_length or 0)
+    return _respond(HttpProblem(status, code, message, headers=headers))
 
 
 def _from_unexpected(exc: Exception) -> Response:

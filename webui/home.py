@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.models.batches import BatchStatus
 from shared.models.notifications import Notification
-from shared.store.batches import BatchStatus
 from shared.store.conversations import ConversationRecord, ConversationStore
 from webui.api.models import BatchSummary
-from webui.batch_overview import batch_page
+from webui.batches.overview import batch_page
 from webui.listing import ConversationFilter, ListedStatus, scan
 from webui.services import Services
 from webui.unreadable import skip_unreadable

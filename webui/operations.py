@@ -24,6 +24,7 @@ class Operation:
     multipart: bool = False  # also accepts multipart/form-data (text + media files)
     stream: bool = False  # answers text/event-stream
     media_type: str = "application/json"  # of the answer (for NDJSON, `response` is one line)
+    text_media_types: tuple[str, ...] = ()  # other media types it may answer in, as text
     errors: tuple[int, ...] = ()
     query: type[QueryModel] | None = None  # its parameters, which the view reads with `read()`
     description: str = ""  # more than the summary: rules a reader needs

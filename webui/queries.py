@@ -12,11 +12,12 @@ from typing import Annotated
 
 from pydantic import Field
 
+from shared.models.batches import CompareShow, ExportFormat
 from shared.models.config import LABEL_PATTERN
 from shared.store.keys import ID_PATTERN
+from webui.approvals.inbox import InboxFilter
 from webui.audit import AuditDecision, AuditFilter
-from webui.batch_results import ResultStatus
-from webui.inbox import InboxFilter
+from webui.batches.results import ResultStatus
 from webui.listing import ConversationFilter, ListedStatus
 from webui.params import (
     AN_ID,
@@ -37,6 +38,8 @@ __all__ = [
     "AuditPageQuery",
     "AuditQuery",
     "BatchPageQuery",
+    "CompareItemsQuery",
+    "ComparePageQuery",
     "ConversationsPageQuery",
     "ConversationsQuery",
     "DeleteAgentQuery",
@@ -49,6 +52,7 @@ __all__ = [
     "NotificationsQuery",
     "OffsetQuery",
     "PolicyLogQuery",
+    "ResultsQuery",
     "RuleScopeQuery",
     "Switch",
     "UsageQuery",
@@ -86,6 +90,36 @@ class BatchPageQuery(OffsetQuery):
     status: ChoiceParam[ResultStatus] | None = Field(
         None, description="Only results shown in this status (`denied`: done with a denial)."
     )
+
+
+class ResultsQuery(QueryModel):
+    """GET /batches/<id>/results: JSON lines (the default) or CSV."""
+
+    format: ChoiceParam[ExportFormat] | None = Field(
+        None,
+        description="`jsonl`: one JSON object per item, as without it; `csv`: a header, then one "
+        "row per item, structured fields flattened into `structured.<path>` columns. Either "
+        "given, the answer is a download (`Content-Disposition: attachment`).",
+    )
+
+
+class CompareItemsQuery(QueryModel):
+    """GET /batches/<a>/compare/<b>/items: which items, and as JSON lines or CSV."""
+
+    show: ChoiceParam[CompareShow] | None = Field(
+        None,
+        description="Only items of this outcome, or `changed`: the answers differ or only one "
+        "run succeeded (default: every item).",
+    )
+    format: ChoiceParam[ExportFormat] | None = Field(
+        None, description="`jsonl` (the default) or `csv`; either given, a download."
+    )
+
+
+class ComparePageQuery(OffsetQuery):
+    """The comparison page: its items from ``offset``, optionally of one outcome."""
+
+    show: ChoiceParam[CompareShow] | None = Field(None, description="As for the items' route.")
 
 
 class ListQuery(OffsetQuery):
@@ -219,7 +253,7 @@ class UsageQuery(QueryModel):
     def days(self) -> tuple[date, date]:
         """Start and end; by default the `DEFAULT_DAYS` days up to today.
 
-        Any two days are a range; `webui.usage_report.covered_days` says which of its days
+        Any two days are a range; `shared.usage_report.covered_days` says which of its days
         a report reads.
         """
         end = self.end or datetime.now(UTC).date()

@@ -18,6 +18,7 @@ from typing import cast
 import redis
 from flask import current_app
 
+from shared.approval_links import ApprovalLinks
 from shared.client import Client
 from shared.settings import Settings
 from shared.store.batches import BatchStore
@@ -27,9 +28,10 @@ from shared.store.conversations import ConversationStore
 from shared.store.event_log import EventLog
 from shared.store.history import HistoryStore
 from shared.store.keys import KeySpace
+from shared.store.login_throttle import LoginThrottle
 from shared.store.notifications import NotificationStore
 from shared.store.policy import PolicyStore
-from shared.store.users import LoginThrottle, TokenStore, UserStore
+from shared.store.users import TokenStore, UserStore
 from webui.live import Broadcaster
 
 __all__ = [
@@ -88,6 +90,11 @@ class Services:
     def policies(self) -> PolicyStore:
         """The operator's tool policy and the tool catalog workers publish."""
         return self.stores.policies
+
+    @property
+    def links(self) -> ApprovalLinks:
+        """Signed single-use approval links."""
+        return ApprovalLinks(self.redis, self.keys, self.settings)
 
     def history(self, cid: str) -> HistoryStore:
         """The history and usage of one conversation (reads only: no bound applies)."""

@@ -1,6 +1,6 @@
 """The web process's gunicorn worker: a greenlet per connection, with deadlines on clients.
 
-`signoff web` runs gunicorn with this worker class (`shared/cli/web_server.py`). It is
+`signoff web` runs gunicorn with this worker class (`cli/web_server.py`). It is
 gunicorn's gevent worker (the whole app is served by greenlets, and the worker
 monkey-patches the standard library, so redis-py, Celery's producer, the live feed's
 thread and the SSE queues all yield instead of blocking), plus what serving untrusted
@@ -26,7 +26,6 @@ import contextlib
 import errno
 import functools
 import logging
-import resource
 import socket
 import time
 import warnings
@@ -43,6 +42,7 @@ from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
 
+from shared.local.open_files import raise_open_files_limit
 from webui.services import EXTENSION, Services
 
 __all__ = ["Connection", "Limits", "Worker"]
@@ -167,7 +167,7 @@ class Worker(GeventWorker):
             super().patch()
 
     def init_process(self) -> None:
-        _raise_open_files_limit(self.cfg.worker_connections + 256)
+        raise_open_files_limit(self.cfg.worker_connections + 256)
         self._connections: set[Connection] = set()
         super().init_process()
 
@@ -276,12 +276,3 @@ def _one_at_a_time(app: Any, most: int) -> Any:
             return app(environ, start_response)
 
     return gated
-
-
-def _raise_open_files_limit(wanted: int) -> None:
-    """A connection is a file descriptor: lift the soft limit toward what the worker may hold."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))

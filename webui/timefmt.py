@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from flask import Flask
 from markupsafe import Markup, escape
 
-__all__ = ["init_app", "relative", "time_tag"]
+__all__ = ["gap", "init_app", "relative", "time_tag"]
 
 _UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"))
 
@@ -27,6 +27,19 @@ def relative(at: float, now: float | None = None) -> str:
         (round(seconds / size), name) for size, name in _UNITS if seconds >= size * 0.75
     )
     return f"in {amount} {unit}" if delta > 0 else f"{amount} {unit} ago"
+
+
+def gap(seconds: float) -> str:
+    """A span between two steps: "0.4 s", "12 s", "3 min", "2 h"."""
+    seconds = max(seconds, 0.0)
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 90:
+        return f"{round(seconds)} s"
+    amount, unit = next(
+        (round(seconds / size), name) for size, name in _UNITS if seconds >= size * 1.5
+    )
+    return f"{amount} {unit}"
 
 
 def _iso(at: float) -> str:
@@ -46,3 +59,4 @@ def time_tag(at: float | None, empty: str = "never") -> Markup:
 def init_app(app: Flask) -> None:
     app.add_template_filter(time_tag, "when")
     app.add_template_filter(relative, "relative")
+    app.add_template_global(gap, "gap")  # macros see globals only

@@ -4,6 +4,7 @@ and the trigger store."""
 from __future__ import annotations
 
 from shared.models.webhooks import WebhookDelivery
+from shared.outbound import OutboundPolicy
 from shared.store.triggers import TriggerStore
 from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore
@@ -14,7 +15,7 @@ __all__ = ["delivery_log", "endpoints", "resend", "triggers"]
 
 def endpoints() -> EndpointStore:
     svc = services()
-    return EndpointStore(svc.redis, svc.keys)
+    return EndpointStore(svc.redis, svc.keys, outbound=OutboundPolicy(svc.settings.outbound_allow))
 
 
 def delivery_log() -> DeliveryLog:

@@ -5,10 +5,16 @@ The only module that builds an app when imported; nothing but gunicorn imports i
 
 from __future__ import annotations
 
-import logging
+from opentelemetry.instrumentation.flask import FlaskInstrumentor
 
+from shared.logs import configure
+from shared.settings import load_settings
+from shared.tracing.setup import configure as configure_tracing
 from webui import create_app
 
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+settings = load_settings()
+configure(settings, process="web")
 
-app = create_app()
+app = create_app(settings)
+if configure_tracing(settings, service="web"):  # in each worker: the exporter's thread is its own
+    FlaskInstrumentor().instrument_app(app, excluded_urls="healthz,metrics")

@@ -3,8 +3,9 @@
 Sending the sweep as a task would make expiry wait for a worker to take it; run here,
 an overdue approval expires on time with no worker at all, and the `advance` the sweep
 sends for it waits in the queue until a worker comes. It also fires the operators'
-schedules, on a thread of its own (`worker/schedule_firer.py`), so a long sweep never
-delays a fire.
+schedules, on a thread of its own (`worker/schedules/firer.py`), so a long sweep never
+delays a fire. With a broker apart from the state Redis it relays the outbox too
+(`worker/relay.py`), so a schedule's fire reaches the broker with no worker running.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from celery.beat import ScheduleEntry, Scheduler
 
 from shared.client.tasks import SWEEP
 from shared.errors import SignoffError
-from worker.schedule_firer import ScheduleFirer
-from worker.schedule_runs import ScheduleRunner
+from worker.relay import RelayThread
+from worker.schedules.firer import ScheduleFirer
+from worker.schedules.runs import ScheduleRunner
 
 __all__ = ["SweepingScheduler"]
 
@@ -34,6 +36,7 @@ class SweepingScheduler(Scheduler):
     """Runs the sweep entry in this process; any other entry is sent as usual."""
 
     firer: ScheduleFirer | None = None
+    relay: RelayThread | None = None
 
     def setup_schedule(self) -> None:
         super().setup_schedule()
@@ -42,10 +45,15 @@ class SweepingScheduler(Scheduler):
             ScheduleRunner(runtime.stores, runtime.send_advance, runtime.queue_advance)
         )
         self.firer.start()
+        make_relay = getattr(self.app, "signoff_relay", None)  # a broker apart (worker/relay.py)
+        if make_relay is not None:
+            self.relay = RelayThread(make_relay()).start()
 
     def close(self) -> None:
         if self.firer is not None:
             self.firer.stop()
+        if self.relay is not None:
+            self.relay.stop()
         super().close()
 
     def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:

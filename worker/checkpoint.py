@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from shared.models.steps import ToolCall, UsageMetadata
 
-__all__ = ["Phase", "TurnCheckpoint"]
+__all__ = ["Phase", "TurnCheckpoint", "TurnTrace"]
 
 
 class Phase(str, Enum):
@@ -17,6 +17,17 @@ class Phase(str, Enum):
     CALL_MODEL = "call_model"
     RUN_TOOLS = "run_tools"
     FINISH = "finish"
+
+
+class TurnTrace(BaseModel):
+    """The turn's trace (worker/tracing.py): its ids, chosen at its start, and what started it."""
+
+    trace_id: str  # 32 hex digits
+    span_id: str  # 16 hex digits: the turn's root span, recorded when the turn ends
+    started_ns: int  # when the turn started (Unix time, ns): the root span's start
+    link_trace_id: str = ""  # the span of the task that started the turn (and, through it,
+    link_span_id: str = ""  # the web request or trigger that queued it), linked from the root
+    sampled: bool = True  # False: the turn records no span (SIGNOFF_OTEL_SAMPLE_RATIO)
 
 
 class TurnCheckpoint(BaseModel):
@@ -31,7 +42,13 @@ class TurnCheckpoint(BaseModel):
     repair_attempted: bool = False
     elapsed_s: float = 0.0  # running time only; parked time is not counted
     usage: UsageMetadata = Field(default_factory=UsageMetadata)
+    # the turn's last model call the provider counted: its reported and estimated prompt tokens
+    counted_prompt_tokens: int = 0
+    estimated_prompt_tokens: int = 0
     final_text: str = ""
     structured_output: object = None
     failure: str = ""  # set when the turn must end failed (invalid structured output)
     approvals: dict[str, str] = Field(default_factory=dict)  # call id -> notification id
+    # calls parked on a question of their own tool (InputNeeded): they resume with the answer
+    input_calls: list[str] = Field(default_factory=list)
+    trace: TurnTrace | None = None  # None while tracing is off

@@ -13,9 +13,15 @@ from collections.abc import Sequence
 
 from shared.models.content import Content
 from shared.models.steps import Step, StepSource, StepTarget, StepType
-from worker.providers.base import Message, Role
+from worker.providers.base import Message, Role, ToolSpec
 
-__all__ = ["SUMMARY_PREFIX", "build_messages", "estimate_tokens"]
+__all__ = [
+    "MESSAGE_TOKENS",
+    "SUMMARY_PREFIX",
+    "build_messages",
+    "estimate_tokens",
+    "estimate_tool_tokens",
+]
 
 SUMMARY_PREFIX = "Summary of the conversation so far: "
 
@@ -60,7 +66,22 @@ def _message_for(step: Step) -> Message | None:
     return None
 
 
+MESSAGE_TOKENS = 4  # what a chat template adds around each message (OpenAI's: 3 or 4)
+
+
 def estimate_tokens(messages: Sequence[Message]) -> int:
-    """A cheap context size estimate (about four characters a token)."""
-    chars = sum(len(m.content) + len(json.dumps([c.args for c in m.tool_calls])) for m in messages)
-    return chars // 4 + 1
+    """A cheap context size estimate: about four characters a token, and each message's share
+    of the chat template (a long conversation of short messages is mostly template)."""
+    chars = sum(len(m.content) + _calls_chars(m) for m in messages)
+    return chars // 4 + MESSAGE_TOKENS * len(messages) + 1
+
+
+def _calls_chars(message: Message) -> int:
+    """The length of the message's tool calls' arguments as JSON ("[]" without any)."""
+    return len(json.dumps([c.args for c in message.tool_calls])) if message.tool_calls else 2
+
+
+def estimate_tool_tokens(tools: Sequence[ToolSpec]) -> int:
+    """The estimate of the tools' definitions, which a prompt carries beside its messages."""
+    specs = json.dumps([[t.name, t.description, t.parameters] for t in tools]) if tools else ""
+    return len(specs) // 4

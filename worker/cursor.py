@@ -15,23 +15,7 @@ from shared.store.lua import LuaScript
 
 __all__ = ["ZsetCursor"]
 
-# KEYS: the sorted set   ARGV: the cursor's score ('' = from the start), its member, page size
-# The page after the cursor: from the member's rank when it is still there with that score,
-# else from the first entry at that score (re-reading a few, never skipping one).
-_PAGE = LuaScript(
-    """
-local start = 0
-if ARGV[1] ~= '' then
-  local score = redis.call('ZSCORE', KEYS[1], ARGV[2])
-  if score and tonumber(score) == tonumber(ARGV[1]) then
-    start = redis.call('ZRANK', KEYS[1], ARGV[2]) + 1
-  else
-    start = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1])
-  end
-end
-return redis.call('ZRANGE', KEYS[1], start, start + tonumber(ARGV[3]) - 1, 'WITHSCORES')
-"""
-)
+_PAGE = LuaScript("worker", "cursor_page.lua", keys=["index"], args=["score", "member", "size"])
 
 
 class ZsetCursor:

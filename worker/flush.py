@@ -35,10 +35,12 @@ class TurnEnd(BaseModel):
 class Flush(BaseModel):
     """What one round trip writes. Fields left at their defaults write nothing."""
 
-    steps: list[Step] = []  # finished steps, appended to history
+    # mutable defaults by factory: pydantic deep-copies a default value for every instance
+    steps: list[Step] = Field(default_factory=list)  # finished steps, appended to history
     usage: UsageMetadata | None = None  # added to the conversation's and the day's usage
     start_turn: bool = False  # the first step is a turn's start
-    events: list[EventBase] = []  # emitted in order, before any status event
+    # emitted in order, before any status event
+    events: list[EventBase] = Field(default_factory=list)
     turn_status: TurnStatus | None = None
     started_at: float | None = None  # when the turn started running
     checkpoint: TurnCheckpoint | None = None  # where the turn stands, for the next leg
@@ -46,10 +48,13 @@ class Flush(BaseModel):
     conversation_status: ConversationStatus | None = None  # with its `status` event
     parked_on: str | None = None  # the notification the turn waits on; "" when it goes on
     allow_tool: str | None = None  # a tool the operator allowed for the whole conversation
-    tool_results: dict[str, ToolOutcome] = {}  # recorded by call id (`ToolLedger`)
+    # recorded by call id (`ToolLedger`)
+    tool_results: dict[str, ToolOutcome] = Field(default_factory=dict)
     notification: Notification | None = None  # a new pending one, filed in the inbox too
-    deliveries: list[DeliveryEntry] = []  # on the conversation's and the global stream
-    webhooks: list[WebhookEvent] = []  # for the webhook outbox, in the same round trip
+    # on the conversation's and the global stream
+    deliveries: list[DeliveryEntry] = Field(default_factory=list)
+    # for the webhook outbox, in the same round trip
+    webhooks: list[WebhookEvent] = Field(default_factory=list)
 
     @property
     def resumes(self) -> bool:

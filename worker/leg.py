@@ -1,7 +1,8 @@
 """What one leg of a turn works with: the conversation, its writer, its stores, its clock.
 
-A leg reaches Redis only through these: the writer for the turn's flushes, and the
-stores (history, tool calls, notifications, batches) for the rest.
+A leg reaches Redis only through these: the writer for the turn's flushes, the
+process's delta ticker for streamed deltas, and the stores (history, tool calls,
+notifications, batches) for the rest.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from shared.store.conversations import TurnRecord
 from shared.store.history import HistoryStore
 from shared.store.notifications import NotificationStore
 from shared.store.policy import OperatorPolicy
+from shared.store.prices import PriceStore
 from worker.checkpoint import TurnCheckpoint
+from worker.deltas import DeltaFlusher
 from worker.lease import Lease
 from worker.tool_ledger import ToolLedger
 from worker.writer import Writer
@@ -41,6 +44,8 @@ class Leg:
     batches: BatchStore
     checkpoint: TurnCheckpoint
     policy: OperatorPolicy  # the operator's tool rules, read with the claim
+    deltas: DeltaFlusher  # the process's ticker, which writes streamed deltas
+    prices: PriceStore  # read at each model call: a price applies from the next call
     started: float = field(default_factory=time.monotonic)
     cancelled_at_start: bool = False
     flags: dict[str, str] = field(default_factory=dict)  # the conversation's hash, as claimed

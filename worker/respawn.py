@@ -1,4 +1,4 @@
-"""Keeping one Celery worker running: restarted when it dies on its own, stopped with us.
+"""Keeping Celery workers running: each restarted when it dies on its own, stopped with us.
 
 kombu sometimes ends a worker instead of reconnecting when Redis goes away with tasks in
 flight ("Unrecoverable error"). `signoff worker` therefore runs the Celery worker as a
@@ -11,6 +11,10 @@ SIGTERM, SIGINT and SIGHUP are passed to the child once (it runs in its own proc
 group, so a terminal's Ctrl-C reaches it only through us: a second SIGINT would make
 Celery stop cold), and then nothing is restarted. If we are killed, the child gets
 SIGKILL from the kernel (a parent-death signal).
+
+Given several commands (the turn worker and the delivery worker), each child is kept by a
+thread of its own; when one is given up (or ends cleanly on its own), the others are
+stopped too, so that a supervisor sees the exit.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import signal
 import subprocess
+import threading
 import time
 from types import FrameType
 
@@ -45,6 +50,11 @@ class _Keeper:
         if self.child is not None and self.child.poll() is None:
             self.child.send_signal(signum)
 
+    def stop(self) -> None:
+        """Stops the child (SIGTERM) and restarts nothing; once."""
+        if not self.stopping:
+            self.on_signal(signal.SIGTERM, None)
+
     def run_once(self) -> tuple[int, float]:
         """Starts the child and waits for it; returns its exit status and how long it lived."""
         started = time.monotonic()
@@ -53,15 +63,40 @@ class _Keeper:
         return code, time.monotonic() - started
 
 
-def respawn(command: list[str]) -> int:
-    """Runs `command` until it exits cleanly or we are asked to stop; returns its status."""
-    keeper = _Keeper(command)
-    previous = {signum: signal.signal(signum, keeper.on_signal) for signum in _STOPS}
+def respawn(*commands: list[str]) -> int:
+    """Runs each command until it exits cleanly or we are asked to stop; returns a status
+    (the first that is not 0)."""
+    keepers = [_Keeper(command) for command in commands]
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        for keeper in keepers:
+            keeper.on_signal(signum, frame)
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in _STOPS}
     try:
-        return _keep(keeper)
+        return _keep(keepers[0]) if len(keepers) == 1 else _keep_all(keepers)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _keep_all(keepers: list[_Keeper]) -> int:
+    """Keeps every child from a thread; once one keeper is done, stops the others."""
+    codes: list[int] = []
+
+    def keep(keeper: _Keeper) -> None:
+        codes.append(_keep(keeper))
+
+    threads = [threading.Thread(target=keep, args=(k,), daemon=True) for k in keepers]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        if codes:  # one is done: the rest stop with it
+            for keeper in keepers:
+                keeper.stop()
+        for thread in threads:
+            thread.join(timeout=0.1)
+    return next((code for code in codes if code), 0)
 
 
 def _keep(keeper: _Keeper) -> int:

@@ -17,21 +17,27 @@ from pydantic import ValidationError
 
 from shared.client.task_message import QueuedTask
 from shared.errors import CorruptRecord, NotFound, SignoffError
+from shared.logs import log_context
+from shared.mcp.store import McpServerStore
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Notification, NotificationStatus
 from shared.settings import Settings
 from shared.store.bundle import Stores
 from shared.store.connection import storage_errors
 from shared.store.emit import EMIT_LUA
-from shared.store.lua import LuaScript, lua_source
+from shared.store.lua import LuaScript
 from shared.store.policy import ToolInfo
 from shared.store.rate_limit import RateLimiter
-from worker.batch_end import on_batch_item_flush
+from worker import tracing
+from worker.batches.end import on_batch_item_flush
 from worker.checkpoint import TurnCheckpoint
+from worker.deltas import DeltaFlusher
 from worker.lease import Lease
 from worker.leg import Leg
+from worker.mcp.pool import McpPool
 from worker.providers.registry import ProviderFactory
-from worker.sweeper import Sweeper, Swept
+from worker.spend import usage_scopes
+from worker.sweep.sweeper import Sweeper, Swept
 from worker.tool_ledger import ToolLedger
 from worker.tools import ToolRegistry, default_registry
 from worker.turn import LegOutcome, TurnMachine
@@ -41,7 +47,32 @@ __all__ = ["Runtime"]
 
 log = logging.getLogger(__name__)
 
-_CLAIM = LuaScript(EMIT_LUA, lua_source("worker", "claim.lua"))
+_CLAIM = LuaScript(
+    "worker",
+    "claim.lua",
+    keys=[
+        "conversation",
+        "inbox",
+        "history_meta",
+        "lease",
+        "fence",
+        "events",
+        "policy_rules",
+    ],
+    args=[
+        "turn_prefix",
+        "token",
+        "ttl_ms",
+        "note_prefix",
+        "cid",
+        "maxlen",
+        "events_ttl_ms",
+        "channel",
+        "channel_all",
+        "admitted",
+    ],
+    uses=[EMIT_LUA],
+)
 
 
 class Runtime:
@@ -69,11 +100,14 @@ class Runtime:
         self.send_advance = send_advance
         self.queue_advance = queue_advance
         self.registry = registry or default_registry(settings)
+        self.mcp = McpPool(settings, McpServerStore(client, self.keys))
         self.providers = providers or ProviderFactory(settings)
         self.conversations = self.stores.conversations
         self.notifications = self.stores.notifications
         self.policies = self.stores.policies
         self.limiter = RateLimiter(client, self.keys, settings.rate_limits)
+        self.deltas = DeltaFlusher(_own_connection(client), self.keys, settings)
+        self.renew_client = _own_connection(client)  # the lease renewer's thread's alone
         self.batches = self.stores.batches
         self.sweeper = Sweeper(
             client, self.keys, settings, batches=self.batches, send_advance=send_advance
@@ -94,9 +128,20 @@ class Runtime:
     def advance(self, cid: str) -> str:
         """One leg for conversation `cid`; returns what happened, for logs and tests."""
         claim = self._claim(cid, "")
+        if claim[0] == "admit":  # a batch item resuming: only with a place under its cap
+            if not self.batches.admit(str(claim[1]), cid):
+                return "waiting for a place"
+            claim = self._claim(cid, "", admitted=True)
         if claim[0] != "ok":
             return str(claim[0])
-        lease = Lease(self.client, self.keys, cid, str(claim[1]), self.settings.lease_ttl_ms)
+        lease = Lease(
+            self.client,
+            self.keys,
+            cid,
+            str(claim[1]),
+            self.settings.lease_ttl_ms,
+            renew_client=self.renew_client,
+        )
         lease.start_renewing()
         released = False
         try:
@@ -106,6 +151,7 @@ class Runtime:
             return "lost"
         finally:
             more = lease.stop() if released else lease.release()
+            lease.run_after_release()
         if more:
             self.send_advance(cid)
         return outcome
@@ -117,7 +163,10 @@ class Runtime:
             leg = self._leg(cid, claim, lease)
             if leg is None:
                 return "parked", False
-            result = TurnMachine(leg, self.registry, self.providers, self.limiter).run()
+            registry = self.mcp.registry_for(leg.config, self.registry)
+            tracing.ensure(leg)
+            with log_context(turn_id=leg.turn_id, trace_id=tracing.trace_id(leg)):
+                result = TurnMachine(leg, registry, self.providers, self.limiter).run()
             if result is not LegOutcome.FINISHED:
                 return result.value, False
             if leg.writer.released:  # the turn's end found nothing queued and let go
@@ -129,33 +178,37 @@ class Runtime:
                 raise LeaseLost(f"lease of conversation {cid} expired between turns")
         return "yielded", False
 
-    def _claim(self, cid: str, token: str) -> list[Any]:
-        keys, argv = self._claim_arguments(cid, token)
+    def _claim(self, cid: str, token: str, *, admitted: bool = False) -> list[Any]:
+        keys, argv = self._claim_arguments(cid, token, admitted=admitted)
         with storage_errors(f"claiming work of conversation {cid}"):
             return list(_CLAIM(self.client, keys, argv))
 
-    def _claim_arguments(self, cid: str, token: str) -> tuple[list[str], list[Any]]:
+    def _claim_arguments(
+        self, cid: str, token: str, *, admitted: bool
+    ) -> tuple[list[str], list[Any]]:
         """worker/lua/claim.lua's KEYS and ARGV."""
-        keys = [
-            self.keys.conversation(cid),
-            self.keys.inbox(cid),
-            self.keys.history_meta(cid),
-            self.keys.lease(cid),
-            self.keys.fence(cid),
-            self.keys.events(cid),
-            self.keys.policy_rules(),
-        ]
-        return keys, [
-            self.keys.turn(cid, "x")[:-1],
-            token,
-            self.settings.lease_ttl_ms,
-            self.keys.notification(f"{cid}.x")[:-1],
-            cid,
-            self.settings.stream_maxlen,
-            self.settings.events_ttl_s * 1000,
-            self.keys.live(cid),
-            self.keys.live_all(),
-        ]
+        keys = {
+            "conversation": self.keys.conversation(cid),
+            "inbox": self.keys.inbox(cid),
+            "history_meta": self.keys.history_meta(cid),
+            "lease": self.keys.lease(cid),
+            "fence": self.keys.fence(cid),
+            "events": self.keys.events(cid),
+            "policy_rules": self.keys.policy_rules(),
+        }
+        args = {
+            "turn_prefix": self.keys.turn(cid, "x")[:-1],
+            "token": token,
+            "ttl_ms": self.settings.lease_ttl_ms,
+            "note_prefix": self.keys.notification(f"{cid}.x")[:-1],
+            "cid": cid,
+            "maxlen": self.settings.stream_maxlen,
+            "events_ttl_ms": self.settings.events_ttl_s * 1000,
+            "channel": self.keys.live(cid),
+            "channel_all": self.keys.live_all(),
+            "admitted": "1" if admitted else "",
+        }
+        return _CLAIM.keys_from(keys), _CLAIM.args_from(args)
 
     def _leg(self, cid: str, claim: list[Any], lease: Lease) -> Leg | None:
         _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat, rules = claim
@@ -183,6 +236,9 @@ class Runtime:
             turn_id=str(tid),
             max_history_size=limit,
             model=config.model,
+            usage_scopes=usage_scopes(
+                config.agent, config.submitted_by or record.owner, config.batch_id
+            ),
         )
         writer.next_position = int(appended)
         leg = Leg(
@@ -200,6 +256,8 @@ class Runtime:
             flags=flags,
             parked_note=None if cancelled else parked,
             policy=self.policies.parse(_as_dict(rules)),
+            deltas=self.deltas,
+            prices=self.stores.prices,
         )
         if int(appended) == 0:
             leg.history_was_empty()
@@ -235,6 +293,15 @@ class Runtime:
     def sweep(self) -> Swept:
         """Expiry, the reconciler, and `advance` where work has no worker (see `Sweeper`)."""
         return self.sweeper.sweep()
+
+
+def _own_connection(client: redis.Redis) -> redis.Redis:
+    """A client of one connection to `client`'s server, for a thread that never waits on a pool."""
+    kwargs = client.connection_pool.connection_kwargs
+    pool = redis.ConnectionPool(
+        connection_class=client.connection_pool.connection_class, max_connections=1, **kwargs
+    )
+    return redis.Redis(connection_pool=pool)
 
 
 def _as_dict(flat: list[Any]) -> dict[str, str]:

@@ -1,16 +1,15 @@
-"""One model call, streamed: deltas coalesced over a short window, one flush per window.
+"""One model call, streamed: deltas buffered here, written once a window by the process's ticker.
 
-The main loop reads provider events; a ticker flushes deltas that have waited a
-full window, so a pause in the model never holds text back. The ticker is one
-thread per worker process, reminded when a window opens (a thread per model call
-was started and joined twice in every one-turn leg). Every flush reports whether
-abort was requested, and the loop closes the provider stream when it is.
+The main loop reads provider events into a buffer; the process's `DeltaFlusher`
+(`worker/deltas.py`) writes every model call's buffer in one round trip per flush
+window, so a pause in the model never holds text back and a thousand streams cost
+one write per window. Each tick reports whether abort was requested and whether the
+lease was taken over; the loop closes the provider stream at once on either. What is
+left in the buffer when the call ends goes into the leg's next flush.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +17,8 @@ from dataclasses import dataclass, field
 
 from shared.models.events import StepEvent
 from shared.models.steps import Step, ToolCall, UsageMetadata
-from worker.flush import Flush
+from shared.store.emit import encode_event
+from worker.deltas import DeltaEntry, DeltaFlusher, TickReply
 from worker.providers.base import (
     FinishEvent,
     ProviderEvent,
@@ -27,7 +27,7 @@ from worker.providers.base import (
     ToolCallEvent,
     UsageEvent,
 )
-from worker.writer import Writer
+from worker.writer import LeaseLost, Writer
 
 __all__ = ["ModelOutput", "StepStreamer"]
 
@@ -48,43 +48,56 @@ class StepStreamer:
     """Streams the deltas of the step at `step_index` and collects the model's output."""
 
     def __init__(
-        self, writer: Writer, *, step_index: int, window_ms: int, should_stop: Callable[[], bool]
+        self,
+        writer: Writer,
+        deltas: DeltaFlusher,
+        *,
+        step_index: int,
+        should_stop: Callable[[], bool],
     ) -> None:
         self.writer = writer
+        self.cid = writer.cid
         self.step_index = step_index
-        self.window_s = window_ms / 1000
         self.should_stop = should_stop
         self.cancel_requested = False
         self.output = ModelOutput()
+        self._deltas = deltas
         self._thinking: list[str] = []
         self._text: list[str] = []
-        self._oldest = 0.0
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._error: BaseException | None = None
-        self._done = threading.Event()
+        self._lock = threading.Condition()
+        self._in_flight = False  # a tick carries deltas of this call
+        self._done = False  # the call ended: ticks take nothing more
+        self._fenced = False
+        self._error: Exception | None = None
+        self.first_event_at: float | None = None  # monotonic: the first text, thinking or call
 
     def run(self, events: Iterator[ProviderEvent]) -> ModelOutput:
         try:
             self._consume(events)
         finally:
-            with self._write_lock:  # a tick's flush under way ends first; none starts after
-                self._done.set()
+            with self._lock:  # a tick under way returns first; none takes anything after
+                self._done = True
+                while self._in_flight:
+                    self._lock.wait()
             close = getattr(events, "close", None)
             if close is not None:
                 close()
-        self._raise_ticker_error()
+        self._raise_tick_outcome()
         return self.output
 
     def _consume(self, events: Iterator[ProviderEvent]) -> None:
         for event in events:
-            self._raise_ticker_error()
+            self._raise_tick_outcome()
             self._take(event)
             if self.cancel_requested or self.should_stop():
                 self.output.stopped = True
                 return
 
     def _take(self, event: ProviderEvent) -> None:
+        if self.first_event_at is None and isinstance(
+            event, ThinkingDelta | TextDelta | ToolCallEvent
+        ):
+            self.first_event_at = time.monotonic()
         if isinstance(event, ThinkingDelta | TextDelta):
             self._buffer(event)
         elif isinstance(event, ToolCallEvent):
@@ -97,109 +110,67 @@ class StepStreamer:
     def _buffer(self, event: ThinkingDelta | TextDelta) -> None:
         with self._lock:
             opens = not self._thinking and not self._text
-            if opens:
-                self._oldest = time.monotonic()
             if isinstance(event, ThinkingDelta):
                 self._thinking.append(event.text)
                 self.output.thinking += event.text
             else:
                 self._text.append(event.text)
                 self.output.content += event.text
-            due = time.monotonic() - self._oldest >= self.window_s
-        if due:
-            self.flush_deltas()
-        elif opens:
-            _TICKER.remind(self, self._oldest + self.window_s)
+        if opens:
+            self._deltas.enrol(self)
 
-    @property
-    def finished(self) -> bool:
-        """The model call is over: no tick can flush anything for it any more."""
-        return self._done.is_set()
-
-    def tick(self) -> None:
-        """The ticker's call once a window has passed: flush what waited the whole window."""
-        with self._write_lock:
-            if self._done.is_set() or self._error is not None:
-                return
-            with self._lock:
-                stale = (
-                    self._thinking or self._text
-                ) and time.monotonic() - self._oldest >= self.window_s
-            if stale:
-                try:
-                    self._flush_pending()
-                except BaseException as exc:  # surfaced to the consuming thread
-                    self._error = exc
-
-    def _raise_ticker_error(self) -> None:
+    def _raise_tick_outcome(self) -> None:
+        if self._fenced:
+            raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
         if self._error is not None:
             raise self._error
+
+    def take_for_tick(self) -> DeltaEntry | None:
+        """The flusher's take: the buffer as one entry, unless the call already ended."""
+        with self._lock:
+            if self._done:
+                return None
+            event = self._take_locked()
+            if event is None:
+                return None
+            self._in_flight = True
+        writer = self.writer
+        return DeltaEntry(
+            token=writer.token,
+            turn_id=writer.turn_id,
+            channel=writer.live_channel,
+            events=[encode_event(event)],
+        )
+
+    def tick_done(self, reply: TickReply | None, error: Exception | None) -> None:
+        """The tick carrying this call's deltas returned: note abort, a lost lease, or failure."""
+        with self._lock:
+            if reply is not None and reply.cancel_requested:
+                self.cancel_requested = True
+                self.writer.cancel_seen = True
+            self._fenced = self._fenced or (reply is not None and reply.fenced)
+            self._error = self._error or error
+            self._in_flight = False
+            self._lock.notify_all()
 
     def take_pending(self) -> StepEvent | None:
         """The buffered deltas as one partial step event, emptying the buffer."""
         with self._lock:
-            if not self._thinking and not self._text:
-                return None
-            step = Step.model_delta(
-                index=self.step_index,
-                thinking_delta="".join(self._thinking),
-                content_delta="".join(self._text),
-            )
-            self._thinking.clear()
-            self._text.clear()
-        writer = self.writer
+            return self._take_locked()
+
+    def _take_locked(self) -> StepEvent | None:
+        if not self._thinking and not self._text:
+            return None
+        step = Step.model_delta(
+            index=self.step_index,
+            thinking_delta="".join(self._thinking),
+            content_delta="".join(self._text),
+        )
+        self._thinking.clear()
+        self._text.clear()
         return StepEvent(
-            conversation_id=writer.cid,
-            turn_id=writer.turn_id,
+            conversation_id=self.cid,
+            turn_id=self.writer.turn_id,
             step_index=self.step_index,
             step=step,
         )
-
-    def flush_deltas(self) -> None:
-        with self._write_lock:  # take and write together, so flushes keep their order
-            self._flush_pending()
-
-    def _flush_pending(self) -> None:
-        event = self.take_pending()
-        if event is None:
-            return
-        result = self.writer.write(Flush(events=[event]))
-        if result.cancel_requested:
-            self.cancel_requested = True
-
-
-class _Ticker:
-    """One thread that calls `StepStreamer.tick` when each open window is due."""
-
-    def __init__(self) -> None:
-        self._due: list[tuple[float, int, StepStreamer]] = []
-        self._order = itertools.count()
-        self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def remind(self, streamer: StepStreamer, at: float) -> None:
-        with self._wake:
-            heapq.heappush(self._due, (at, next(self._order), streamer))
-            if self._thread is None or not self._thread.is_alive():  # also after a fork
-                self._thread = threading.Thread(target=self._run, name="flush-ticker", daemon=True)
-                self._thread.start()
-            elif self._due[0][2] is streamer:
-                self._wake.notify()  # sooner than what the thread waits for
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while True:
-                    # Most model calls end inside their first window: their reminders are
-                    # dropped here rather than woken for (a wake per call cost the worker
-                    # several per cent of its time at the throughput benchmark's load).
-                    while self._due and self._due[0][2].finished:
-                        heapq.heappop(self._due)
-                    if self._due and self._due[0][0] <= time.monotonic():
-                        break
-                    self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
-                _, _, streamer = heapq.heappop(self._due)
-            streamer.tick()  # outside the lock: a flush is a round trip
-
-
-_TICKER = _Ticker()

@@ -15,6 +15,7 @@ from shared.models.events import (
 from shared.models.notifications import DeliveryEntry, PassiveEvent
 from shared.models.steps import Step, StepSource, StepStatus, UsageMetadata
 from shared.webhooks import payloads
+from worker import observe
 from worker.flush import Flush, TurnEnd
 from worker.leg import Leg
 
@@ -89,6 +90,7 @@ def complete_turn(
             conversation_status=ConversationStatus.IDLE,
         )
     )
+    observe.turn_ended(leg, TurnStatus.COMPLETED)
     return response
 
 
@@ -118,6 +120,7 @@ def fail_turn(
             conversation_status=ConversationStatus.IDLE,
         )
     )
+    observe.turn_ended(leg, TurnStatus.FAILED, code=code, error=message)
 
 
 def cancel_turn(leg: Leg, *, partial: Step | None = None, reason: str = "aborted") -> None:
@@ -135,6 +138,7 @@ def cancel_turn(leg: Leg, *, partial: Step | None = None, reason: str = "aborted
             conversation_status=ConversationStatus.IDLE,
         )
     )
+    observe.turn_ended(leg, TurnStatus.CANCELLED)
 
 
 def passive(leg: Leg, event: PassiveEvent, title: str) -> DeliveryEntry:

@@ -2,7 +2,9 @@
 
 Before a tool runs, its call id is claimed (`HSETNX`, state `started`); its outcome
 is recorded under the id by the flush that writes its result step
-(`Flush.tool_results`). A claimed id is never run again: a redelivered leg reuses the
+(`Flush.tool_results`). A call that stopped to ask a person (`InputNeeded`) is held
+(state `input`, with its state) and claimed again, once, when it resumes. A claimed
+id is never run again: a redelivered leg reuses the
 recorded outcome, and a call claimed without one (the worker died while it ran) is
 reported to the model instead.
 """
@@ -10,6 +12,7 @@ reported to the model instead.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import redis
 
@@ -45,15 +48,38 @@ class ToolLedger:
         with storage_errors(f"claiming tool call {call_id} of conversation {self.cid}"):
             return bool(self.client.hsetnx(self._key, call_id, _STARTED))
 
+    def hold_for_input(self, call_id: str, state: str) -> None:
+        """The claimed call stopped to ask a person (InputNeeded): it may run again, once."""
+        record = json.dumps({"state": "input", "resume": state})
+        with storage_errors(f"holding tool call {call_id} of conversation {self.cid}"):
+            self.client.hset(self._key, call_id, record)
+
+    def resume(self, call_id: str) -> str | None:
+        """Claims a call held for input again; its state, or None when it is not held."""
+        with (
+            storage_errors(f"resuming tool call {call_id} of conversation {self.cid}"),
+            self.client.pipeline() as pipe,
+        ):
+            while True:
+                try:
+                    pipe.watch(self._key)
+                    raw = pipe.hget(self._key, call_id)
+                    record = _parsed(self._key, call_id, raw)
+                    if record.get("state") != "input":
+                        return None
+                    pipe.multi()
+                    pipe.hset(self._key, call_id, _STARTED)
+                    pipe.execute()
+                    return str(record.get("resume", ""))
+                except redis.WatchError:
+                    continue
+
     def recorded(self, call: ToolCall) -> ToolOutcome:
         """The outcome recorded under a claimed call id, or why there is none."""
         with storage_errors(f"reading tool call {call.id} of conversation {self.cid}"):
             raw = self.client.hget(self._key, call.id)
-        try:
-            record = json.loads(str(raw)) if raw else {"state": "started"}
-        except ValueError as exc:
-            raise CorruptRecord(f"tool call {call.id} in {self._key} is not JSON") from exc
-        if record.get("state") == "started":
+        record = _parsed(self._key, call.id, raw) if raw else {"state": "started"}
+        if record.get("state") in ("started", "input"):
             return ToolOutcome(
                 ok=False,
                 result=None,
@@ -65,3 +91,11 @@ class ToolLedger:
         return ToolOutcome(
             ok=bool(record["ok"]), result=record.get("result"), error=str(record.get("error", ""))
         )
+
+
+def _parsed(key: str, call_id: str, raw: object) -> dict[str, Any]:
+    try:
+        found = json.loads(str(raw)) if raw else {}
+    except ValueError as exc:
+        raise CorruptRecord(f"tool call {call_id} in {key} is not JSON") from exc
+    return found if isinstance(found, dict) else {}

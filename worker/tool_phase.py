@@ -9,6 +9,7 @@ worker died while it ran) is reported to the model instead of being run a second
 from __future__ import annotations
 
 import json
+import time
 from enum import Enum
 from functools import partial
 from typing import Any
@@ -18,12 +19,16 @@ from shared.models.events import ConversationStatus, StepEvent, TurnStatus
 from shared.models.steps import Step, StepStatus, ToolCall
 from shared.store.conversations import allow_field
 from shared.store.policy import effective_policy
-from worker.approval import Decision, decision_for, park
+from worker import observe
+from worker.approval import Decision, decision_for, park, park_for_input
 from worker.checkpoint import Phase
 from worker.flush import Flush
 from worker.leg import Leg
+from worker.live_question import LiveQuestion
+from worker.observe import ToolCount
 from worker.tools import ToolContext, ToolOutcome, ToolRegistry
 from worker.tools.ask_operator import ASK_OPERATOR, question_problem
+from worker.tools.base import InputNeeded, Resumed
 
 __all__ = ["ToolPhase", "policy_for", "run_pending_tools"]
 
@@ -42,16 +47,20 @@ def policy_for(
     The operator's rules came with the leg's claim (`worker/lua/claim.lua`).
     `for_call`: deciding about an actual call, so a batch-wide allow is read too.
     """
-    if name not in registry.names():
+    if name not in registry:
         return None
-    if leg.config.tools is not None and name not in leg.config.tools:
+    tool = registry.get(name)
+    # An MCP tool is in the leg's registry because the conversation selects it.
+    enabled = True if tool.server is not None else None
+    if enabled is None and leg.config.tools is not None and name not in leg.config.tools:
         return None
     decide = partial(
         effective_policy,
         name,
-        default=registry.get(name).policy,
+        default=tool.policy,
         operator=leg.policy,
         config=leg.config,
+        enabled=enabled,
     )
     policy = decide()
     if policy is ToolPolicy.AUTO:
@@ -78,10 +87,20 @@ def run_pending_tools(leg: Leg, registry: ToolRegistry) -> ToolPhase:
         if decision is None and _needs_person(leg, registry, call):
             park(leg, registry, call)
             return ToolPhase.PARKED
-        if decision is None:
-            _write_result(leg, call, _decide_and_run(leg, registry, call))
-        else:
-            _write_decided(leg, registry, call, decision)
+        known, started_ns = call.name in registry, time.time_ns()
+        try:
+            if decision is None:
+                outcome, label = _decide_and_run(leg, registry, call)
+                _write_result(leg, call, outcome, counted=ToolCount(known, label, started_ns))
+            else:
+                _write_decided(leg, registry, call, decision)
+        except InputNeeded as need:
+            if not call.id:  # nothing to hold it by, so it could never resume
+                failed = ToolOutcome.failure(f"{call.name} asked for input; it needs a call id")
+                _write_result(leg, call, failed, counted=ToolCount(known, "failed", started_ns))
+                continue
+            park_for_input(leg, call, need)
+            return ToolPhase.PARKED
     leg.checkpoint.phase = Phase.CALL_MODEL
     return ToolPhase.DONE
 
@@ -97,19 +116,34 @@ def _needs_person(leg: Leg, registry: ToolRegistry, call: ToolCall) -> bool:
 def _write_decided(leg: Leg, registry: ToolRegistry, call: ToolCall, decision: Decision) -> None:
     """Continues a parked call with the operator's decision, back in status running."""
     _resume(leg)
+    started_ns = time.time_ns()
     outcome = decision.outcome
     if outcome is None:
         assert decision.run_with is not None
-        outcome = _run_once(leg, registry, decision.run_with)
+        outcome = _run_once(leg, registry, decision.run_with, decision)
     allow_tool = None
     if decision.sticky == "conversation":
         allow_tool = call.name
         leg.flags[allow_field(call.name)] = "1"
     elif decision.sticky == "batch" and leg.config.batch_id:
         leg.batches.allow_tool(leg.config.batch_id, call.name)
+    label = decision.label if outcome.ok or decision.denied else "failed"
     _write_result(
-        leg, decision.run_with or call, outcome, denied=decision.denied, allow_tool=allow_tool
+        leg,
+        decision.run_with or call,
+        outcome,
+        counted=ToolCount(
+            call.name in registry,
+            label,
+            started_ns,
+            approver=decision.approver,
+            requested_at=decision.requested_at,
+            waited_s=decision.waited_s,
+        ),
+        denied=decision.denied,
+        allow_tool=allow_tool,
     )
+    observe.approval_decided(call.name, decision.label, decision.waited_s)
 
 
 def _resume(leg: Leg) -> None:
@@ -126,46 +160,63 @@ def _resume(leg: Leg) -> None:
     )
 
 
-def _decide_and_run(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOutcome:
+def _decide_and_run(leg: Leg, registry: ToolRegistry, call: ToolCall) -> tuple[ToolOutcome, str]:
+    """Runs a call no person decides; returns its outcome and how the metrics count it."""
     policy = policy_for(leg, registry, call.name)
     limits = leg.config.limits
     if leg.checkpoint.tool_calls >= limits.max_tool_calls:
         leg.checkpoint.tools_disabled = True
-        return ToolOutcome(
+        failed = ToolOutcome(
             ok=False,
             result=None,
             error=(
                 f"tool call limit of {limits.max_tool_calls} per turn reached; answer without tools"
             ),
         )
+        return failed, "failed"
     if policy is None:
         available = ", ".join(sorted(_enabled(leg, registry))) or "none"
-        return ToolOutcome(
-            ok=False,
-            result=None,
-            error=(
-                f"tool {call.name!r} is not available in this conversation; available: {available}"
-            ),
+        reason = (
+            registry.gone_reason(call.name)
+            or f"tool {call.name!r} is not available in this conversation"
         )
+        return ToolOutcome(ok=False, error=f"{reason}; available: {available}"), "failed"
     if policy is ToolPolicy.DENY:
-        return ToolOutcome(ok=False, result=None, error=f"tool {call.name!r} is denied by policy")
-    return _run_once(leg, registry, call)
+        return ToolOutcome(ok=False, error=f"tool {call.name!r} is denied by policy"), "denied"
+    outcome = _run_once(leg, registry, call)
+    return outcome, "auto" if outcome.ok else "failed"
 
 
 def _enabled(leg: Leg, registry: ToolRegistry) -> list[str]:
     return [name for name in registry.names() if policy_for(leg, registry, name) is not None]
 
 
-def _run_once(leg: Leg, registry: ToolRegistry, call: ToolCall) -> ToolOutcome:
-    """Claims the call id, then runs the tool; a claimed id is never run again."""
-    if call.id and not leg.tool_calls.claim(call.id):
+def _run_once(
+    leg: Leg, registry: ToolRegistry, call: ToolCall, decision: Decision | None = None
+) -> ToolOutcome:
+    """Claims the call id, then runs the tool; a claimed id is never run again (a call held
+    for input is claimed once more, to run with the person's answer).
+
+    InputNeeded (the tool asks a person) passes through: the caller parks the call on it.
+    """
+    resumed = None
+    if decision is not None and decision.resumes:
+        state = leg.tool_calls.resume(call.id)
+        if state is None:
+            return leg.tool_calls.recorded(call)
+        resumed = Resumed(state=state, answer=decision.answer)
+    elif call.id and not leg.tool_calls.claim(call.id):
         return leg.tool_calls.recorded(call)
     context = ToolContext(
-        settings=leg.settings, conversation_id=leg.cid, turn_id=leg.turn_id, call_id=call.id
+        settings=leg.settings,
+        conversation_id=leg.cid,
+        turn_id=leg.turn_id,
+        call_id=call.id,
+        ask=LiveQuestion(leg, call).ask,
+        resumed=resumed,
     )
-    outcome = registry.execute(call, context)
     leg.checkpoint.tool_calls += 1
-    return outcome
+    return registry.execute(call, context)
 
 
 def result_text(outcome: ToolOutcome, *, denied: bool = False) -> str:
@@ -188,10 +239,12 @@ def _write_result(
     call: ToolCall,
     outcome: ToolOutcome,
     *,
+    counted: ToolCount,
     denied: bool = False,
     allow_tool: str | None = None,
 ) -> None:
-    """Appends the call's result step, and the checkpoint past the call."""
+    """Appends the call's result step, and the checkpoint past the call; `counted`: how the
+    metrics and the trace record it."""
     step = Step.tool_result(
         call,
         result_text(outcome, denied=denied),
@@ -216,3 +269,4 @@ def _write_result(
             allow_tool=allow_tool,
         )
     )
+    observe.tool_called(leg, call, counted, outcome.result if outcome.ok else outcome.error)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from enum import Enum
 
-from shared.errors import ProviderError
+from shared.errors import ProviderError, RateLimited
 from shared.models.config import ToolSelection
 from shared.models.events import (
     ConversationStatus,
@@ -20,16 +21,22 @@ from shared.models.events import (
     TurnStartedEvent,
     TurnStatus,
 )
-from shared.models.steps import Step, StepStatus, StepType, ToolCall
+from shared.models.steps import Step, StepStatus, StepType, ToolCall, UsageMetadata
 from shared.schema import parse_json_answer, schema_violations
 from shared.store.rate_limit import RateLimiter
+from worker import observe
+from worker.budget import BudgetRefused
 from worker.checkpoint import Phase
-from worker.context import build_messages, estimate_tokens
+from worker.compaction import calibration, compact
+from worker.context import build_messages, estimate_tokens, estimate_tool_tokens
+from worker.context_size import MIN_OUTPUT_TOKENS, ContextSize, within_room
 from worker.flush import Flush
 from worker.leg import Leg
-from worker.providers.base import Message, ModelRequest, Provider
+from worker.metered import Meter
+from worker.providers.base import Message, ModelRequest, Provider, ToolSpec
 from worker.providers.registry import ProviderFactory
-from worker.slash import compact, run_command
+from worker.slash import run_command
+from worker.spend import call_usage
 from worker.streaming import ModelOutput, StepStreamer
 from worker.terminal import cancel_turn, complete_turn, fail_turn
 from worker.tool_phase import ToolPhase, policy_for, run_pending_tools
@@ -37,6 +44,15 @@ from worker.tools import ToolRegistry
 from worker.writer import LeaseLost
 
 __all__ = ["LegOutcome", "TurnMachine"]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A model call under way: its request, and when it began (monotonic, and Unix ns)."""
+
+    request: ModelRequest
+    started: float
+    started_ns: int
 
 
 class LegOutcome(str, Enum):
@@ -59,6 +75,8 @@ class TurnMachine:
         self.registry = registry
         self.providers = providers
         self.limiter = limiter
+        self.meter = Meter(leg, limiter)
+        self._tool_estimates: dict[tuple[str, ...], int] = {}
         self._enabled_tools: list[str] | None = None
 
     def run(self) -> LegOutcome:
@@ -132,6 +150,7 @@ class TurnMachine:
                 conversation_status=ConversationStatus.RUNNING,
             )
         )
+        observe.turn_started(leg)
         return False
 
     def _command(self) -> bool:
@@ -139,7 +158,7 @@ class TurnMachine:
         assert command is not None  # the START phase only chooses COMMAND for a slash command
         provider = self._provider()
         if provider is not None:
-            run_command(self.leg, command, provider)
+            run_command(self.leg, command, provider, self.meter)
         return True
 
     def _provider(self) -> Provider | None:
@@ -151,52 +170,96 @@ class TurnMachine:
 
     def _call_model(self) -> bool:
         provider = self._provider()
-        if provider is None:
+        request = None if provider is None else self._request(provider)
+        if provider is None or request is None:
             return True
-        request = self._request(provider)
-        estimate = estimate_tokens(request.messages)
-        if self.limiter is not None:
-            config = self.leg.config
-            self.limiter.acquire(config.provider, config.model, estimate, self.leg.cancel_requested)
-        streamer = StepStreamer(
-            self.leg.writer,
-            step_index=self.leg.writer.next_position,
-            window_ms=self.leg.settings.flush_interval_ms,
-            should_stop=self._must_stop,
-        )
         try:
-            output = streamer.run(provider.stream(request))
-        except ProviderError as exc:
+            reservation = self.meter.reserve(request)
+        except BudgetRefused as exc:
+            fail_turn(self.leg, f"budget_exhausted: {exc}", code="budget_exhausted")
+            return True
+        estimate = estimate_tokens(request.messages)
+        called = self.meter.limited(
+            estimate, reservation.paused_ms, lambda: self._stream(provider, request)
+        )
+        if isinstance(called, ProviderError):
+            self.meter.settle(reservation, None, estimate)
             fail_turn(
                 self.leg,
-                f"model call failed: {exc}",
+                f"model call failed: {called}",
                 code="provider_error",
-                http_code=exc.http_code,
+                http_code=called.http_code,
             )
             return True
-        if self.limiter is not None and output.usage is not None:
-            config = self.leg.config
-            self.limiter.settle(
-                config.provider, config.model, output.usage.total_token_count - estimate
-            )
+        streamer, output, call = called
+        output.usage = call_usage(reservation.price, request, output)
+        self._observe_call(streamer, call, output)
+        self.meter.settle(reservation, output.usage, estimate)
+        tool_tokens = self._tool_tokens(request.tools)
+        self._calibrate(estimate_tokens(request.messages) + tool_tokens, output.usage)
         if output.stopped:
             return self._stopped(streamer, output)
         return self._record_response(streamer, output, tools_offered=bool(request.tools))
+
+    def _stream(
+        self, provider: Provider, request: ModelRequest
+    ) -> tuple[StepStreamer, ModelOutput, _Call]:
+        """One attempt at the call, streamed as it comes; a failure is counted and raised."""
+        streamer = StepStreamer(
+            self.leg.writer,
+            self.leg.deltas,
+            step_index=self.leg.writer.next_position,
+            should_stop=self._must_stop,
+        )
+        call = _Call(request, time.monotonic(), time.time_ns())
+        try:
+            return streamer, streamer.run(provider.stream(request)), call
+        except ProviderError as exc:
+            outcome = "rate_limited" if isinstance(exc, RateLimited) else "error"
+            self._observe_call(streamer, call, None, error=str(exc), outcome=outcome)
+            raise
+
+    def _calibrate(self, estimate: int, usage: UsageMetadata | None) -> None:
+        """Keeps what the provider counted of this prompt, to size the next ones."""
+        if usage is not None and usage.prompt_token_count > 0 and not usage.estimated_calls:
+            cp = self.leg.checkpoint
+            cp.counted_prompt_tokens = usage.prompt_token_count
+            cp.estimated_prompt_tokens = estimate
+
+    def _observe_call(
+        self,
+        streamer: StepStreamer,
+        call: _Call,
+        output: ModelOutput | None,
+        *,
+        error: str = "",
+        outcome: str = "",
+    ) -> None:
+        first = streamer.first_event_at
+        if not outcome:
+            outcome = "error" if output is None else "stopped" if output.stopped else "ok"
+        observe.model_call(
+            self.leg,
+            outcome=outcome,
+            started_ns=call.started_ns,
+            duration_s=time.monotonic() - call.started,
+            first_token_s=None if first is None else first - call.started,
+            usage=None if output is None else output.usage,
+            finish_reason="" if output is None else output.finish_reason,
+            error=error,
+            messages=call.request.messages,
+            answer="" if output is None else output.content,
+        )
 
     def _must_stop(self) -> bool:
         if self.leg.lease.lost.is_set():
             raise LeaseLost(f"lease of conversation {self.leg.cid} was lost mid-stream")
         return self.leg.timed_out()
 
-    def _request(self, provider: Provider) -> ModelRequest:
+    def _request(self, provider: Provider) -> ModelRequest | None:
+        """The next call, its context compacted if it nears the model's window; None when the
+        turn ended instead (the context cannot fit, or its compaction failed)."""
         leg, cp = self.leg, self.leg.checkpoint
-        messages = self._messages()
-        budget = leg.config.compaction_token_budget
-        if budget is None:
-            budget = leg.settings.compaction_token_budget
-        if budget and estimate_tokens(messages) > budget and self._has_earlier_turns():
-            compact(leg, provider)
-            messages = self._messages()
         limits = leg.config.limits
         disabled = (
             cp.tools_disabled
@@ -209,13 +272,68 @@ class TurnMachine:
             if disabled or not tools
             else (leg.config.tool_selection if cp.model_calls == 0 else ToolSelection.AUTO)
         )
+        fitted = self._fitted(provider, tools)
+        if fitted is None:
+            return None
+        messages, cap = fitted
         return ModelRequest(
             model=leg.config.model,
             messages=messages,
             tools=tools,
             tool_selection=selection,
             response_schema=leg.config.response_schema,
+            settings=within_room(leg.config.provider, leg.config.model_settings, cap),
         )
+
+    def _fitted(
+        self, provider: Provider, tools: tuple[ToolSpec, ...]
+    ) -> tuple[tuple[Message, ...], int] | None:
+        """The context and the answer's cap within the window, compacted first when its prompt
+        passes the compaction point; None when the turn ended (context_overflow)."""
+        leg = self.leg
+        tool_tokens = self._tool_tokens(tools)
+        size, calibrated = ContextSize.of(leg.config, leg.settings), calibration(leg, tool_tokens)
+        least = min(MIN_OUTPUT_TOKENS, leg.config.model_settings.max_output_tokens or 256)
+        messages = self._messages()
+        estimate = estimate_tokens(messages) + tool_tokens
+        predicted = calibrated.predict(estimate)
+        near = predicted > size.compact_at or size.room(predicted) < least
+        compacting = near and self._has_earlier_turns()
+        if compacting:
+            # what no compaction shortens: the turn itself, as the summary would follow it
+            turn_only = build_messages(leg.config.system_prompt, leg.turn_steps())
+            estimate = estimate_tokens(turn_only) + tool_tokens
+            if size.room(calibrated.predict(estimate)) >= least:
+                if not self._compact(provider):
+                    return None
+                messages = self._messages()
+                estimate = estimate_tokens(messages) + tool_tokens
+        prompt = calibrated.predict(estimate)
+        if size.room(prompt) < least:
+            message = _overflow(leg, size, prompt, least, compacted=compacting)
+            fail_turn(leg, message, code="context_overflow")
+            return None
+        return messages, size.answer_cap(estimate, calibrated)
+
+    def _compact(self, provider: Provider) -> bool:
+        """Compacts the context; False when the turn ended because it could not."""
+        try:
+            compact(self.leg, provider, self.meter)
+        except BudgetRefused as exc:
+            fail_turn(self.leg, f"budget_exhausted: {exc}", code="budget_exhausted")
+            return False
+        except ProviderError as exc:
+            message = f"compaction failed: {exc}"
+            fail_turn(self.leg, message, code="provider_error", http_code=exc.http_code)
+            return False
+        return True
+
+    def _tool_tokens(self, tools: tuple[ToolSpec, ...]) -> int:
+        """The tools' definitions' estimate, made once per leg for the tools it offers."""
+        names = tuple(tool.name for tool in tools)
+        if names not in self._tool_estimates:
+            self._tool_estimates[names] = estimate_tool_tokens(tools)
+        return self._tool_estimates[names]
 
     def _tool_names(self) -> list[str]:
         """The tools offered to the model: decided once per leg (the policies it reads are)."""
@@ -343,3 +461,15 @@ class TurnMachine:
         else:
             complete_turn(self.leg)
         return True
+
+
+def _overflow(leg: Leg, size: ContextSize, prompt: int, least: int, *, compacted: bool) -> str:
+    """The turn's error when its context cannot fit the model's window."""
+    config = leg.config
+    how = "even compacted" if compacted else "with nothing left to compact"
+    return (
+        f"context_overflow: the context needs about {prompt:,} tokens, {how}, and the "
+        f"{size.tokens:,}-token window of {config.provider}:{config.model} would leave less "
+        f"than the {least:,} an answer needs; give the model a larger context "
+        "(SIGNOFF_CONTEXT_SIZES, or the agent's context_tokens) or start a new conversation"
+    )

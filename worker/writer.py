@@ -24,15 +24,16 @@ from shared.models.steps import Step
 from shared.settings import Settings
 from shared.store.connection import storage_errors
 from shared.store.emit import EMIT_LUA, encode_event
-from shared.store.history import HISTORY_WRITE_LUA, HistoryWrite
+from shared.store.history import HISTORY_SCRIPT_KEYS, HISTORY_WRITE_LUA, HistoryWrite
 from shared.store.inbox_index import index_commands
 from shared.store.keys import KeySpace
-from shared.store.lua import LuaScript, lua_source
+from shared.store.lua import LuaScript
 from shared.store.webhooks import OUTBOX_LUA, OUTBOX_MAXLEN
 from worker.flush import Flush
 
 __all__ = [
     "FAILURES_KEPT",
+    "FLUSH_KEYS",
     "FailureEntry",
     "Flush",
     "FlushArgs",
@@ -41,9 +42,39 @@ __all__ = [
     "Writer",
 ]
 
-_FLUSH = LuaScript(EMIT_LUA, HISTORY_WRITE_LUA, OUTBOX_LUA, lua_source("worker", "flush.lua"))
-_NOTIFICATION_KEY = 5  # where flush.lua's KEYS name the notification the flush files
-_DAY_USAGE_KEY = 14  # and the day's usage hash
+# flush.lua's keys, the one place their order is written (the script reads them by name).
+FLUSH_KEYS = (
+    "lease",
+    "conversation",
+    "turn",
+    "events",
+    "tool_results",
+    "notification",  # the turn's key when the flush files none
+    "deliveries",  # the conversation's delivery stream
+    *HISTORY_SCRIPT_KEYS,
+    "inbox",
+    "day_usage",  # set at each write: the day may change while a turn runs
+    "all_deliveries",  # the global delivery stream
+    "webhook_endpoints",
+    "webhook_outbox",
+    "failures",
+    # a settled reservation's hashes (worker/budget.py), set by the flush that carries it;
+    # the conversation's own is `conversation`
+    "spend.batch",
+    "spend.agent",
+    "spend.owner",
+)
+_FLUSH = LuaScript(
+    "worker",
+    "flush.lua",
+    keys=FLUSH_KEYS,
+    args=["flush"],
+    decode=["flush"],
+    uses=[EMIT_LUA, HISTORY_WRITE_LUA, OUTBOX_LUA],
+)
+_NOTIFICATION_KEY = FLUSH_KEYS.index("notification")
+_DAY_USAGE_KEY = FLUSH_KEYS.index("day_usage")
+_SPEND_KEYS = {scope: FLUSH_KEYS.index(f"spend.{scope}") for scope in ("batch", "agent", "owner")}
 FAILURES_KEPT = 1_000  # conversations in the failures index, the newest failures
 
 
@@ -93,7 +124,10 @@ class FlushArgs(BaseModel):
     # pydantic here, and picks one (patching the JSON in Lua would mean a second encoder).
     status_if_closed: StatusChange | None = None
     release_if_idle: bool = False  # a turn's end: let the lease go when nothing is queued
-    usage_model: str = ""  # the day's usage (KEYS[15]) is counted under "<model>:<counter>"
+    usage_model: str = ""  # the day's usage (key `day_usage`) is counted under "<model>:<counter>"
+    # the day's usage is also counted under "<scope>:<counter>": "@agent:<name>", "@owner:<name>"
+    usage_scopes: list[str] = []
+    settle: dict[str, Any] | None = None  # a model call's reservation, released and spent
     failed: FailureEntry | None = None
 
 
@@ -119,6 +153,7 @@ class Writer:
         turn_id: str,
         max_history_size: int,
         model: str,
+        usage_scopes: tuple[str, ...] = (),
     ) -> None:
         self.client = client
         self.settings = settings
@@ -127,6 +162,8 @@ class Writer:
         self.turn_id = turn_id
         self.max_history_size = max_history_size
         self.model = model
+        self.usage_scopes = list(usage_scopes)
+        self._settle: tuple[dict[str, Any], dict[str, str]] | None = None
         self._keys = keys
         self.cancel_seen = False  # an abort of this turn was reported by a flush
         self.released = False  # the turn's end let the lease go: nothing was queued
@@ -134,29 +171,28 @@ class Writer:
         self.written: list[Step] = []  # steps this writer appended, in order
         self.failures_kept = FAILURES_KEPT
         turn_key = keys.turn(cid, turn_id)
-        # flush.lua's KEYS: lease, conversation, turn, events, tool results, notification
-        # (the turn's key when there is none), delivery stream, the history's keys, inbox,
-        # the day's usage (set at each write: the day may change while a turn runs), the
-        # global delivery stream, the webhook endpoints and outbox, the failures index.
-        self._script_keys = [
-            keys.lease(cid),
-            keys.conversation(cid),
-            turn_key,
-            keys.events(cid),
-            keys.tool_results(cid),
-            turn_key,
-            keys.conversation_notifications(cid),
-            *keys.history(cid),
-            keys.inbox(cid),
-            "",
-            keys.notification_stream(),
-            keys.webhook_endpoints(),
-            keys.webhook_outbox(),
-            keys.failures(),
-        ]
+        named = {
+            "lease": keys.lease(cid),
+            "conversation": keys.conversation(cid),
+            "turn": turn_key,
+            "events": keys.events(cid),
+            "tool_results": keys.tool_results(cid),
+            "notification": turn_key,
+            "deliveries": keys.conversation_notifications(cid),
+            **{f"history.{name}": key for name, key in keys.history_by_name(cid).items()},
+            "inbox": keys.inbox(cid),
+            "day_usage": "",
+            "all_deliveries": keys.notification_stream(),
+            "webhook_endpoints": keys.webhook_endpoints(),
+            "webhook_outbox": keys.webhook_outbox(),
+            "failures": keys.failures(),
+            **{f"spend.{scope}": "" for scope in _SPEND_KEYS},
+        }
+        self._script_keys = _FLUSH.keys_from(named)
         self._maxlen = str(settings.stream_maxlen)
         self._ttl_ms = str(settings.events_ttl_s * 1000)
-        self._channels = [keys.live(cid), keys.live_all()]
+        self.live_channel = keys.live(cid)
+        self._channels = [self.live_channel, keys.live_all()]
         self.round_trips = 0
         self.next_position = 0  # absolute history position of the next step; set by the leg
 
@@ -165,11 +201,18 @@ class Writer:
         keys[_DAY_USAGE_KEY] = self._keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
         if flush.notification is not None:
             keys[_NOTIFICATION_KEY] = self._keys.notification(flush.notification.id)
+        settle = self._settle
+        if settle is not None:
+            for scope, key in settle[1].items():
+                if scope in _SPEND_KEYS:
+                    keys[_SPEND_KEYS[scope]] = key
         with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
             reply = self._send(keys, self._args(flush).model_dump_json(exclude_none=True), flush)
         self.round_trips += 1
         if reply[0] == "fenced":
             raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
+        if settle is not None and settle is self._settle:
+            self._settle = None
         self.next_position = int(reply[1]) + len(flush.steps)
         self.written += flush.steps
         result = FlushResult(int(reply[1]), reply[2] == 1, list(reply[3]), reply[4] == 1)
@@ -177,6 +220,21 @@ class Writer:
         self.cancel_seen = self.cancel_seen or result.cancel_requested
         self.announce(flush)
         return result
+
+    def settle(self, settlement: dict[str, Any], spend_keys: dict[str, str]) -> None:
+        """The next flush settles a model call's reservation (worker/budget.py). Calls made
+        before one flush (a compaction's pieces) settle together when they share their
+        budgets' keys; otherwise a flush settles the earlier ones first."""
+        pending = self._settle
+        if pending is not None:
+            earlier, keys = pending
+            if keys == spend_keys and earlier["scopes"] == settlement["scopes"]:
+                settlement = {
+                    k: v if k == "scopes" else earlier[k] + v for k, v in settlement.items()
+                }
+            else:
+                self.write(Flush())
+        self._settle = (settlement, spend_keys)
 
     def announce(self, flush: Flush) -> None:
         """Tells `on_flush` of changes a script other than the flush wrote (the claim's)."""
@@ -204,6 +262,8 @@ class Writer:
             status=None if status is None else self._status_change(status),
             release_if_idle=flush.end is not None,
             usage_model=self.model,
+            usage_scopes=self.usage_scopes,
+            settle=None if self._settle is None else self._settle[0],
             failed=self._failure(flush),
             status_if_closed=(
                 self._status_change(ConversationStatus.CLOSED)

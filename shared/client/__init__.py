@@ -34,6 +34,7 @@ from shared.store.agents import resolve_options
 from shared.store.bundle import Stores
 from shared.store.connection import CLIENT_POOL, connect, storage_errors
 from shared.store.conversations import ConversationRecord, Submission
+from shared.store.forks import fork_config, fork_conversation
 from shared.store.history import HistorySnapshot, HistoryStore
 from shared.validation import (
     conversation_options,
@@ -152,6 +153,8 @@ class Conversation:
     def _submit(self, content: Prompt, options: dict[str, Any]) -> Submission:
         checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)
+        if checked.model_settings is not None:
+            checked.check_for(self.client.store.get(self.conversation_id).config)
         advance = self.client.tasks.queued_advance(self.conversation_id)
         return self.client.store.submit(
             self.conversation_id, prompt, options=checked, advance=advance
@@ -304,6 +307,33 @@ class Conversation:
                 f"conversation {self.conversation_id} has a turn running or queued; abort it first"
             )
         self._history().clear()
+
+    def fork(
+        self,
+        at_step: int,
+        *,
+        conversation_id: str | None = None,
+        agent: str | None = None,
+        agent_version: int | None = None,
+        owner: str = "",
+    ) -> Conversation:
+        """A new, idle conversation whose history is this one's first `at_step` steps.
+
+        Its configuration is this one's, or the agent's (or this agent's `agent_version`).
+        InvalidInput naming `at_step` past the history or between a tool call and its
+        result; this conversation is only read.
+        """
+        stores = self.client.stores
+        config = fork_config(stores, self.record().config, agent=agent, agent_version=agent_version)
+        cid = fork_conversation(
+            stores,
+            self.conversation_id,
+            at_step=at_step,
+            config=config,
+            owner=owner,
+            conversation_id=conversation_id,
+        )
+        return Conversation(self.client, cid)
 
     @property
     def is_idle(self) -> bool:

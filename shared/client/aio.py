@@ -1,7 +1,8 @@
 """The asyncio client: the same conversations and semantics as `shared.client`, on redis.asyncio.
 
-Reads, submissions and event following are native async Redis calls; only
-sending the Celery task (a short, non-blocking publish) runs in a thread.
+Reads, submissions and event following are native async Redis calls; sending the
+Celery task (a short, non-blocking publish), creating a conversation and forking one
+(a WATCHed MULTI, as the sync client's) run in a thread.
 
 An `AsyncClient` belongs to one event loop (redis.asyncio connections do): its tasks
 share `client_redis_connections` connections, and a task beyond them waits for a free
@@ -24,13 +25,13 @@ from shared.models.config import ConversationConfig, ConversationOptions
 from shared.models.events import ChatResponse, EventBase
 from shared.models.steps import Step, UsageMetadata
 from shared.settings import Settings, load_settings
-from shared.store.agents import AgentStore, resolve_options
+from shared.store.agents import resolve_options
+from shared.store.bundle import Stores
 from shared.store.connection import ASYNC_CLIENT_POOL, connect, connect_async, storage_errors
-from shared.store.conversations import ConversationRecord, ConversationStore
+from shared.store.conversations import ConversationRecord
 from shared.store.event_log import parse_event
+from shared.store.forks import fork_config, fork_conversation
 from shared.store.history import HistorySnapshot, HistoryStore
-from shared.store.keys import KeySpace
-from shared.store.policy import PolicyStore
 from shared.validation import (
     conversation_options,
     prompt_options,
@@ -48,12 +49,14 @@ class AsyncClient:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or load_settings()
         self.redis = connect_async(self.settings, pool=ASYNC_CLIENT_POOL)
-        self.keys = KeySpace(self.settings.key_prefix)
-        # The store's pure halves (key names, arguments, parsing) are shared with the sync client.
-        sync_redis = connect(self.settings, pool=ASYNC_CLIENT_POOL)
-        self.store = ConversationStore(sync_redis, self.keys, self.settings)
-        self.agents = AgentStore(sync_redis, self.keys, PolicyStore(sync_redis, self.keys))
         self.tasks = TaskSender(self.settings)
+        # The stores' pure halves (key names, arguments, parsing) are shared with the sync
+        # client; their blocking calls (creation, a fork's WATCHed MULTI) run in a thread.
+        sync_redis = connect(self.settings, pool=ASYNC_CLIENT_POOL)
+        self.stores = Stores.build(sync_redis, self.settings, self.tasks)
+        self.keys = self.stores.keys
+        self.store = self.stores.conversations
+        self.agents = self.stores.agents
 
     async def new_conversation(
         self,
@@ -118,6 +121,8 @@ class AsyncConversation:
     async def _submit(self, content: Prompt, options: dict[str, Any]) -> tuple[str, str]:
         checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)
+        if checked.model_settings is not None:
+            checked.check_for((await self.record()).config)
         store = self.client.store
         with storage_errors(f"submitting a prompt to conversation {self.conversation_id}"):
             async with self.client.redis.pipeline(transaction=False) as pipe:
@@ -252,6 +257,32 @@ class AsyncConversation:
     @property
     async def last_turn_usage(self) -> UsageMetadata | None:
         return (await self.snapshot()).turn_usage
+
+    async def fork(
+        self,
+        at_step: int,
+        *,
+        conversation_id: str | None = None,
+        agent: str | None = None,
+        agent_version: int | None = None,
+        owner: str = "",
+    ) -> AsyncConversation:
+        """`Conversation.fork`: a new, idle conversation with this one's first `at_step` steps."""
+        stores = self.client.stores
+        original = (await self.record()).config
+        config = await asyncio.to_thread(
+            fork_config, stores, original, agent=agent, agent_version=agent_version
+        )
+        cid = await asyncio.to_thread(
+            fork_conversation,
+            stores,
+            self.conversation_id,
+            at_step=at_step,
+            config=config,
+            owner=owner,
+            conversation_id=conversation_id,
+        )
+        return AsyncConversation(self.client, cid)
 
     @property
     async def is_idle(self) -> bool:

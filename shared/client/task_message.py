@@ -17,6 +17,8 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from shared.tracing.carrier import trace_headers
+
 __all__ = ["QueuedTask", "TaskMessages"]
 
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
@@ -66,6 +68,7 @@ class TaskMessages:
                 "replaced_task_nesting": 0,
                 "stamped_headers": None,
                 "stamps": {},
+                **trace_headers(),
             },
             "properties": {
                 "correlation_id": task_id,

@@ -16,15 +16,19 @@ from celery import Celery
 from kombu import Connection
 from kombu.exceptions import KombuError, LimitExceeded
 
+from shared.client.broker import broker_config, uses_outbox
+from shared.client.outbox import OutboxMessages
 from shared.client.task_message import QueuedTask, TaskMessages
 from shared.errors import StorageError
 from shared.settings import Settings
 from shared.store.connection import PoolBound
+from shared.store.keys import KeySpace
 
 __all__ = [
     "ADVANCE",
     "BROKER_POOL",
     "DELIVER_WEBHOOK",
+    "MCP_REFRESH",
     "SWEEP",
     "Advancer",
     "QueuesAdvance",
@@ -39,6 +43,7 @@ __all__ = [
 ADVANCE = "signoff.advance"
 SWEEP = "signoff.sweep"
 DELIVER_WEBHOOK = "signoff.webhook.deliver"
+MCP_REFRESH = "signoff.mcp.refresh"
 BROKER_POOL = PoolBound("task-sending broker", "broker_connections")
 
 
@@ -53,14 +58,9 @@ def webhook_queue_name(settings: Settings) -> str:
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings that are not optional (see docs/architecture.md)."""
-    transport = {
-        "visibility_timeout": settings.visibility_timeout_s,
-        "global_keyprefix": f"{settings.key_prefix}:celery:",
-    }
+    queues = [queue_name(settings), webhook_queue_name(settings)]
     return {
-        "broker_url": settings.redis_url,
-        "broker_transport_options": transport,
-        "result_backend_transport_options": transport,
+        **broker_config(settings, queues),
         "broker_connection_retry_on_startup": True,
         "broker_pool_limit": settings.broker_connections,
         "task_serializer": "json",
@@ -81,8 +81,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def advance_messages(settings: Settings, app: Celery) -> TaskMessages:
-    """Task messages for the conversation queue, addressed as `app` sends them."""
+def advance_messages(settings: Settings, app: Celery) -> TaskMessages | OutboxMessages:
+    """Task messages for the conversation queue, addressed as `app` sends them: into the
+    broker's list on the state Redis, else into the outbox (`shared.client.outbox`)."""
+    if uses_outbox(settings):
+        outbox = KeySpace(settings.key_prefix).task_outbox()
+        return OutboxMessages(outbox_key=outbox, queue=queue_name(settings))
     return TaskMessages(
         key_prefix=f"{settings.key_prefix}:celery:",
         queue=queue_name(settings),
@@ -130,6 +134,10 @@ class TaskSender:
         """Queues an attempt of a webhook delivery (a re-send asked for by an operator)."""
         queue = webhook_queue_name(self.settings)
         self._send(DELIVER_WEBHOOK, f"re-sending webhook {delivery_id}", delivery_id, queue=queue)
+
+    def refresh_mcp(self, server: str) -> None:
+        """Asks a worker to list an MCP server's tools again (through a new session)."""
+        self._send(MCP_REFRESH, f"asking for MCP server {server}'s tools", server)
 
     def _send(self, name: str, action: str, *args: str, queue: str | None = None) -> None:
         with broker_errors(action), self._connection(action) as connection:

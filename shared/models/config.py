@@ -6,9 +6,10 @@ import re
 from enum import Enum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.models.patterns import NOT_SPACE
+from shared.models.model_settings import INTEGRAL, SUPPORTED, ModelSettings, check_supported
+from shared.models.patterns import NOT_SPACE, SPACE
 from shared.schema import check_schema
 from shared.schema.limits import (
     MAX_PATTERN_CHARS,
@@ -29,6 +30,7 @@ __all__ = [
     "MAX_MODEL_CALLS",
     "MAX_TOOL_CALLS",
     "MAX_TURN_TIMEOUT_S",
+    "MCP_SELECTION_PATTERN",
     "RESPONSE_SCHEMA",
     "TOOL_NAME_PATTERN",
     "AgentOptions",
@@ -38,6 +40,7 @@ __all__ = [
     "ToolPolicy",
     "ToolSelection",
     "TurnLimits",
+    "default_model_settings",
 ]
 
 
@@ -67,20 +70,26 @@ MAX_LABELS = 16
 LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 AGENT_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+# An MCP server an agent or conversation may use, or one tool of it (`notes/list_notes`): a
+# tool's name has no whitespace (as `str.isspace` says: ECMA-262 and Rust read `\s` otherwise).
+MCP_SELECTION_PATTERN = rf"^[A-Za-z0-9-]{{1,32}}(/[^/{SPACE}]{{1,128}})?$"
+MAX_MCP_SELECTIONS = 64
+MCP_SELECTION = (
+    "MCP servers (or `server/tool` names) whose tools the model is offered, as "
+    "`server__tool`; each call still goes through the operator's tool policy."
+)
 
 
-def _integral(value: Any) -> Any:
-    """5.0 for 5: JSON Schema counts it an integer, and strict mode alone would refuse it."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-# Integers of options: 5 or 5.0, never true (or "5" in strict JSON). An optional one keeps its
-# bounds inside, before the validator: outside, a schema would show them as pydantic names them.
-INTEGRAL = BeforeValidator(_integral)
 _HistorySize = Annotated[int, Field(ge=0, le=MAX_HISTORY_SIZE), INTEGRAL]
 _ModelCalls = Annotated[int, Field(gt=0, le=MAX_MODEL_CALLS), INTEGRAL]
 _ToolCalls = Annotated[int, Field(ge=0, le=MAX_TOOL_CALLS), INTEGRAL]
 _TokenBudget = Annotated[int, Field(ge=0, le=10**9), INTEGRAL]
+_ContextTokens = Annotated[int, Field(gt=0, le=10**9), INTEGRAL]
+_CONTEXT_DOC = (
+    "The model's context window in tokens, over SIGNOFF_CONTEXT_SIZES and SIGNOFF_CONTEXT_TOKENS: "
+    "prompts are compacted before they reach its threshold, and a turn whose context cannot fit "
+    "even so fails with context_overflow."
+)
 _ApprovalTimeout = Annotated[int, Field(gt=0, le=MAX_APPROVAL_TIMEOUT_S), INTEGRAL]
 
 # What `shared.schema.check_schema` refuses, which no JSON Schema can say of a schema.
@@ -130,6 +139,7 @@ class ConversationConfig(BaseModel):
         max_length=MAX_LABELS,
         description="Operator-set labels; tool policy rules can be scoped by label.",
     )
+    mcp: list[str] = Field(default_factory=list, description=MCP_SELECTION)
     tool_selection: ToolSelection = ToolSelection.AUTO
     max_history_size: int | None = Field(default=None, ge=0, le=MAX_HISTORY_SIZE)
     response_schema: dict[str, Any] | None = None
@@ -142,7 +152,17 @@ class ConversationConfig(BaseModel):
         le=10**9,
         description="Compact past this many context tokens; None uses settings.",
     )
+    model_settings: ModelSettings = Field(
+        default_factory=ModelSettings,
+        description="Each model call's settings: the creator's over the defaults of settings.",
+    )
+    context_tokens: int | None = Field(default=None, gt=0, description=_CONTEXT_DOC)
     batch_id: str | None = None
+    submitted_by: str | None = Field(
+        None,
+        description="Who submitted its batch (a user or token): the owner its calls count "
+        "against for daily budgets, since the batch owns the conversation.",
+    )
     metadata: dict[str, str] = Field(default_factory=dict)
     agent: str | None = Field(None, description="The named agent it runs as, if any.")
     agent_version: int | None = Field(None, description="The version of that agent.")
@@ -177,7 +197,18 @@ class ConversationConfig(BaseModel):
             ),
         }
         base.update({k: v for k, v in overrides.items() if v is not None})
+        chosen = ModelSettings.model_validate(base.get("model_settings") or {})
+        base["model_settings"] = chosen.over(default_model_settings(settings, base["provider"]))
         return cls.model_validate(base)
+
+
+def default_model_settings(settings: Settings, provider: str) -> ModelSettings:
+    """The defaults of settings that `provider` honours (a default is never refused)."""
+    defaults = ModelSettings(
+        max_output_tokens=settings.max_output_tokens or None,
+        temperature=None if settings.temperature < 0 else settings.temperature,
+    )
+    return defaults.only(SUPPORTED.get(provider, frozenset(ModelSettings.model_fields)))
 
 
 class PromptOptions(BaseModel):
@@ -199,9 +230,17 @@ class PromptOptions(BaseModel):
     response_schema: dict[str, Any] | None = Field(
         None, description=f"This turn only. {RESPONSE_SCHEMA}"
     )
+    model_settings: ModelSettings | None = Field(
+        None, description="This turn only: model settings over the conversation's."
+    )
 
     def is_empty(self) -> bool:
         return self == PromptOptions()
+
+    def check_for(self, config: ConversationConfig) -> None:
+        """Refuses model settings that the conversation's provider cannot honour."""
+        if self.model_settings is not None:
+            check_supported(config.provider, self.model_settings)
 
     def apply(self, config: ConversationConfig) -> ConversationConfig:
         """The configuration this prompt's turn runs with."""
@@ -212,6 +251,8 @@ class PromptOptions(BaseModel):
             update["limits"] = config.limits.model_copy(update={"timeout_s": self.timeout_s})
         if self.response_schema is not None:
             update["response_schema"] = self.response_schema
+        if self.model_settings is not None:
+            update["model_settings"] = self.model_settings.over(config.model_settings)
         return config.model_copy(update=update) if update else config
 
 
@@ -233,6 +274,9 @@ class AgentOptions(BaseModel):
     labels: list[Annotated[str, Field(pattern=LABEL_PATTERN)]] | None = Field(
         None, max_length=MAX_LABELS, description="Operator only: tool policy rules match labels."
     )
+    mcp: list[Annotated[str, Field(pattern=MCP_SELECTION_PATTERN)]] | None = Field(
+        None, max_length=MAX_MCP_SELECTIONS, description=MCP_SELECTION
+    )
     tool_selection: ToolSelection = ToolSelection.AUTO
     response_schema: dict[str, Any] | None = Field(None, description=RESPONSE_SCHEMA)
     max_model_calls: _ModelCalls | None = None
@@ -242,6 +286,10 @@ class AgentOptions(BaseModel):
         dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=2000)]] | None
     ) = Field(None, max_length=64)
     approval_timeout_s: _ApprovalTimeout | None = None
+    model_settings: ModelSettings | None = Field(
+        None, description="Each model call's settings, over the defaults of settings."
+    )
+    context_tokens: _ContextTokens | None = Field(None, description=_CONTEXT_DOC)
 
 
 class ConversationOptions(AgentOptions):
@@ -283,6 +331,8 @@ class ConversationOptions(AgentOptions):
         chosen = self.model_dump(
             exclude_none=True, include=set(ConversationOptions.model_fields) - limit_fields
         )
-        return ConversationConfig.from_settings(
+        config = ConversationConfig.from_settings(
             settings, **chosen, limits=limits, policy_may_loosen=policy_may_loosen
         )
+        check_supported(config.provider, config.model_settings)
+        return config

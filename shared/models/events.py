@@ -17,6 +17,7 @@ __all__ = [
     "EVENT",
     "CancelledEvent",
     "ChatResponse",
+    "ClaimEvent",
     "CompletedEvent",
     "ConversationStatus",
     "Event",
@@ -87,6 +88,15 @@ class NotificationEvent(EventBase):
     title: str = ""
 
 
+class ClaimEvent(EventBase):
+    """Live only (never stored, no stream id): a pending request was claimed or released, so
+    open inboxes show who has it."""
+
+    kind: Literal["claim"] = "claim"
+    notification_id: str
+    claimed_by: str = Field("", description="Who holds it now; empty once released.")
+
+
 class StatusEvent(EventBase):
     kind: Literal["status"] = "status"
     status: ConversationStatus
@@ -118,6 +128,7 @@ Event = Annotated[
     TurnStartedEvent
     | StepEvent
     | NotificationEvent
+    | ClaimEvent
     | StatusEvent
     | CompletedEvent
     | FailedEvent
@@ -128,6 +139,7 @@ EVENT: TypeAdapter[
     TurnStartedEvent
     | StepEvent
     | NotificationEvent
+    | ClaimEvent
     | StatusEvent
     | CompletedEvent
     | FailedEvent

@@ -16,8 +16,10 @@ from pydantic import BaseModel, Field, TypeAdapter, field_validator
 from shared.models.steps import ToolCall
 
 __all__ = [
+    "EXPIRED_DENIAL",
     "RESOLUTION",
     "Allow",
+    "ClaimAction",
     "Delivery",
     "DeliveryEntry",
     "Deny",
@@ -25,10 +27,16 @@ __all__ = [
     "NotificationKind",
     "NotificationStatus",
     "PassiveEvent",
+    "QuorumAllow",
     "Resolution",
     "ResolutionKind",
     "Submit",
 ]
+
+
+# How a denied call's error starts when its approval expired unanswered (the worker writes it;
+# a batch's retry tells such items apart by it).
+EXPIRED_DENIAL = "denied (it expired)"
 
 
 class NotificationKind(str, Enum):
@@ -47,6 +55,13 @@ class ResolutionKind(str, Enum):
     ALLOW = "allow"
     DENY = "deny"
     SUBMIT = "submit"
+
+
+class ClaimAction(str, Enum):
+    """A claim of a pending notification (someone is on it), or its release: audited."""
+
+    CLAIM = "claim"
+    RELEASE = "release"
 
 
 class PassiveEvent(str, Enum):
@@ -91,6 +106,16 @@ Resolution = Annotated[Allow | Deny | Submit, Field(discriminator="kind")]
 RESOLUTION: TypeAdapter[Allow | Deny | Submit] = TypeAdapter(Resolution)
 
 
+class QuorumAllow(BaseModel):
+    """One approver's allow of a call that needs several: who, and the arguments' hash."""
+
+    by: str
+    arguments_hash: str = Field(
+        description="SHA-256 (hex, 16 digits) of the arguments this approver allowed, as edited: "
+        "only allows of the same arguments count together."
+    )
+
+
 class Notification(BaseModel):
     """One request for a decision (or one passive notice), with its outcome once resolved."""
 
@@ -112,6 +137,17 @@ class Notification(BaseModel):
     resolution: Resolution | None = None
     resolved_by: str | None = None
     resolved_at: float | None = None
+    approvals_needed: int | None = Field(
+        None, description="Distinct approvers who must allow it (set once the first has)."
+    )
+    allowed_by: list[QuorumAllow] = Field(
+        default_factory=list, description="Who has allowed so far, when it needs several."
+    )
+    claimed_by: str | None = Field(
+        None,
+        description="Who said they are on it (a claim); anyone who may resolve it still may.",
+    )
+    claimed_at: float | None = None
 
     @property
     def tool_name(self) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -59,10 +59,21 @@ class Missed(str, Enum):
     SKIP = "skip"
 
 
+# Exactly one of cron, every_s and at is given (not null): one of these matches, never two.
+_ONE_TIMING: list[Any] = [
+    {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+    for name in ("cron", "every_s", "at")
+]
+
+
 class ScheduleSpec(BaseModel):
     """What an operator writes: which agent, what prompt, when, and what happens on overlap."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={"oneOf": _ONE_TIMING},  # the API says it: exactly one timing
+    )
 
     agent: str = Field(pattern=AGENT_NAME_PATTERN, description="The named agent to run.")
     agent_version: Annotated[int, Field(gt=0), INTEGRAL] | None = Field(

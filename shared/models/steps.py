@@ -6,6 +6,7 @@ version parse as ``UNKNOWN`` so that a newer writer never breaks an older reader
 
 from __future__ import annotations
 
+import time
 from enum import Enum
 from typing import Any, Self
 
@@ -67,7 +68,7 @@ class StepStatus(_TolerantEnum):
 
 
 class UsageMetadata(BaseModel):
-    """Token counters; two of them add up field by field."""
+    """Token counters and what they cost; two of them add up field by field."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -76,6 +77,13 @@ class UsageMetadata(BaseModel):
     total_token_count: int = 0
     cached_content_token_count: int = 0
     thoughts_token_count: int = 0
+    cost_micros: int = Field(
+        0, description="What the priced calls cost, in millionths of the price's currency."
+    )
+    unpriced_calls: int = Field(0, description="Model calls whose model had no price.")
+    estimated_calls: int = Field(
+        0, description="Model calls whose server reported no usage: Signoff estimated it."
+    )
 
     def __add__(self, other: UsageMetadata) -> UsageMetadata:
         return UsageMetadata(
@@ -105,6 +113,9 @@ USAGE_FIELDS: tuple[str, ...] = (
     "total_token_count",
     "cached_content_token_count",
     "thoughts_token_count",
+    "cost_micros",
+    "unpriced_calls",
+    "estimated_calls",
 )
 
 
@@ -140,6 +151,9 @@ class Step(BaseModel):
     http_code: int = 0
     command: str = ""
     """On a user input: the slash command it was (never sent to the model); empty for a prompt."""
+    at: float | None = None
+    """When the step was recorded (Unix seconds): the conversation's timeline. An extension;
+    None on a delta and on steps recorded before it was kept."""
 
     # Constructors, one per kind of step: each states its type, source and target once.
 
@@ -147,6 +161,7 @@ class Step(BaseModel):
     def user_input(cls, text: str, *, turn_id: str, index: int, command: str = "") -> Self:
         """The user's prompt (or slash command) that starts a turn."""
         return cls(
+            at=time.time(),
             id=f"{turn_id}-input",
             step_index=index,
             type=StepType.USER_INPUT,
@@ -171,6 +186,7 @@ class Step(BaseModel):
         """A finished model call: a tool call when it asks for tools, else a text response."""
         calls = tool_calls or []
         return cls(
+            at=time.time(),
             id=f"{turn_id}-model-{index}",
             step_index=index,
             type=StepType.TOOL_CALL if calls else StepType.TEXT_RESPONSE,
@@ -210,6 +226,7 @@ class Step(BaseModel):
     ) -> Self:
         """What a tool returned (or why it did not run), for the model."""
         return cls(
+            at=time.time(),
             id=f"{call.id or turn_id}-result",
             step_index=index,
             type=StepType.TOOL_RESULT,
@@ -234,6 +251,7 @@ class Step(BaseModel):
     @classmethod
     def system_message(cls, content: str, *, target: StepTarget, id: str = "") -> Self:
         return cls(
+            at=time.time(),
             id=id,
             type=StepType.SYSTEM_MESSAGE,
             source=StepSource.SYSTEM,
@@ -253,6 +271,7 @@ class Step(BaseModel):
     ) -> Self:
         """A system message telling the user what went wrong; it never reaches the model."""
         return cls(
+            at=time.time(),
             id=f"{turn_id}-error",
             step_index=index,
             type=StepType.SYSTEM_MESSAGE,
@@ -270,6 +289,7 @@ class Step(BaseModel):
     ) -> Self:
         """A summary that stands in for every step before it in the model's context."""
         return cls(
+            at=time.time(),
             id=f"{turn_id}-compaction-{index}",
             step_index=index,
             type=StepType.COMPACTION,
@@ -285,6 +305,7 @@ class Step(BaseModel):
     ) -> Self:
         """The last step of a completed turn: its usage and structured output."""
         return cls(
+            at=time.time(),
             id=f"{turn_id}-finish",
             step_index=index,
             type=StepType.FINISH,

@@ -12,10 +12,14 @@ import re
 import time
 from enum import Enum
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import AfterValidator, BaseModel, Field
+
+from shared.models.patterns import SPACE
 
 __all__ = [
+    "IPV6_PATTERN",
     "DeliveryAttempt",
     "DeliveryStatus",
     "EndpointRequest",
@@ -50,19 +54,46 @@ class DeliveryStatus(str, Enum):
 
 # An absolute http(s) URL: operators choose where deliveries go, but never a file:, gopher:
 # or other scheme the HTTP client might be talked into. In the schema, so the API says it.
-HTTP_URL_PATTERN = r"^https?://[A-Za-z0-9\-._~%!$&'()*+,;=:@\[\]]+(?:[/?#][^\s]*)?$"
+# The authority: optional user info, a host (a name, or an IPv6 address in brackets, as RFC 3986
+# writes one), and a port of 0-65535, so that a URL the pattern takes is one a client can parse
+# (the validator still asks urlsplit, which reads the same addresses).
+_USER = r"(?:[A-Za-z0-9\-._~%!$&'()*+,;=:]*@)?"
+_H16 = r"[0-9A-Fa-f]{1,4}"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_LS32 = rf"(?:{_H16}:{_H16}|{_OCTET}(?:\.{_OCTET}){{3}})"
+# RFC 3986's IPv6address: eight groups, "::" standing for one or more of them, the last two
+# possibly an IPv4 address. `http://[:]` or `http://[1:2]` is no address.
+_IPV6_FORMS = (
+    rf"(?:{_H16}:){{6}}{_LS32}",
+    rf"::(?:{_H16}:){{5}}{_LS32}",
+    rf"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+    rf"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}",
+    rf"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
+    rf"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+    rf"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+    rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+    rf"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+)
+IPV6_PATTERN = f"(?:{'|'.join(_IPV6_FORMS)})"
+_HOST = rf"(?:\[{IPV6_PATTERN}\]|[A-Za-z0-9\-._~%!$&'()*+,;=]+)"
+_PORT = r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{0,4}))?"
+HTTP_URL_PATTERN = rf"^https?://{_USER}{_HOST}{_PORT}(?:[/?#][^{SPACE}]*)?$"
 
 
 def http_url(value: str) -> str:
     """`value` if it is an absolute http(s) URL, else ValueError saying so."""
     if not re.match(HTTP_URL_PATTERN, value):
         raise ValueError("must be an absolute http:// or https:// URL without spaces")
+    try:
+        urlsplit(value).port  # noqa: B018  # what the pattern cannot see, urlsplit does
+    except ValueError as exc:
+        raise ValueError(f"is not a URL a client can read: {exc}") from None
     return value
 
 
 HttpUrl = Annotated[
     str,
-    BeforeValidator(http_url),
+    AfterValidator(http_url),
     Field(
         min_length=1,
         max_length=MAX_URL_CHARS,

@@ -18,19 +18,32 @@ from pydantic import ValidationError
 from shared.errors import Conflict, CorruptRecord, InvalidInput, NotFound
 from shared.models.agents import Agent, AgentSpec, NewAgent
 from shared.models.config import AgentOptions, ConversationConfig, ConversationOptions
+from shared.models.model_settings import ModelSettings, check_supported
 from shared.schema import check_schema
 from shared.settings import Settings
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
 from shared.store.policy import PolicyStore, loosening_fields
 
-__all__ = ["AgentStore", "agent_options", "resolve_options"]
+__all__ = ["AgentStore", "agent_decides", "agent_options", "resolve_options"]
 
 # What a conversation naming an agent may still choose: how the conversation itself is
-# kept, not how it runs. The rest is the agent's.
+# kept, not how it runs, and model settings over the agent's (field by field). The rest is
+# the agent's.
 _CONVERSATION_ONLY = frozenset(
     {"agent", "agent_version", "max_history_size", "double_text_policy", "compaction_token_budget"}
 )
+_MERGED = frozenset({"model_settings"})
+
+
+def agent_decides() -> dict[str, object]:
+    """The options a conversation naming an agent must leave out (or at their defaults)."""
+    fields = ConversationOptions.model_fields
+    return {
+        name: field.default
+        for name, field in fields.items()
+        if name not in _CONVERSATION_ONLY | _MERGED
+    }
 
 
 class AgentStore:
@@ -124,6 +137,8 @@ class AgentStore:
         """The schema is a schema; the tools map asks for nothing the operator's rules do not."""
         if spec.response_schema is not None:
             check_schema(spec.response_schema)
+        if spec.model_settings is not None and spec.provider is not None:
+            check_supported(spec.provider, spec.model_settings)
         looser = loosening_fields(
             tools=spec.tools,
             allow_all=False,
@@ -145,16 +160,21 @@ def _parse(key: str, doc: Any) -> Agent:
         raise CorruptRecord(f"{key} holds an agent that does not parse: {exc}") from exc
 
 
+# The options fields a caller's body may set (a body also carries e.g. `conversation_id`).
+_OPTION_NAMES = frozenset(ConversationOptions.model_fields)
+
+
 def agent_options(agent: Agent, chosen: ConversationOptions | None = None) -> ConversationOptions:
     """The options a conversation running as `agent` is created with.
 
     `chosen` may add only how the conversation is kept (history size, double-text policy,
-    compaction budget); an option the agent decides is refused, naming it.
+    compaction budget) and model settings over the agent's; an option the agent decides is
+    refused, naming it.
     """
     chosen = chosen or ConversationOptions()
     fixed = sorted(
         name
-        for name in chosen.model_fields_set - _CONVERSATION_ONLY
+        for name in (chosen.model_fields_set & _OPTION_NAMES) - _CONVERSATION_ONLY - _MERGED
         if getattr(chosen, name) != ConversationOptions.model_fields[name].default
     )
     if fixed:
@@ -164,6 +184,9 @@ def agent_options(agent: Agent, chosen: ConversationOptions | None = None) -> Co
         )
     own = agent.model_dump(include=set(AgentOptions.model_fields))
     kept = chosen.model_dump(include=set(_CONVERSATION_ONLY), exclude_none=True)
+    if chosen.model_settings is not None:
+        agents = agent.model_settings or ModelSettings()
+        kept["model_settings"] = chosen.model_settings.over(agents).model_dump()
     return ConversationOptions.model_validate(
         {**own, **kept, "agent": agent.name, "agent_version": agent.version}
     )

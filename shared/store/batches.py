@@ -15,86 +15,49 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
+from shared.batches.lines import (
+    ITEM_FIELDS,
+    BatchLine,
+    line_options,
+    not_item_fields,
+    parse_line,
+    unknown_item_keys,
+)
+from shared.batches.result import TURN_FIELDS, item_result
 from shared.client.tasks import QueuesAdvance
-from shared.errors import Conflict, CorruptRecord, NotFound, SignoffError
-from shared.models.config import ConversationConfig, PromptOptions
+from shared.errors import Conflict, CorruptRecord, InvalidInput, NotFound
+from shared.models.batches import BatchConfig, BatchState, BatchStatus
+from shared.models.config import ConversationConfig
 from shared.models.content import Content
-from shared.models.steps import USAGE_FIELDS, StepStatus, StepType, UsageMetadata
-from shared.settings import Settings
+from shared.models.owners import InternalOwner, internal_owner
+from shared.models.steps import USAGE_FIELDS, UsageMetadata
 from shared.store.base import AdvancingStore
-from shared.store.batch_scripts import CREATE, REGISTER, TRANSITION
+from shared.store.batch_scripts import ADMIT, CREATE, REGISTER, TRANSITION
 from shared.store.connection import storage_errors
 from shared.store.conversations import ConversationStore, OnCorrupt, allow_field, new_id
 from shared.store.keys import check_id
 from shared.store.webhooks import emit_webhook_event
-from shared.validation import prompt_options, validate_prompt
 from shared.webhooks.payloads import batch_finished
 
 __all__ = [
-    "BatchConfig",
+    "ITEM_FIELDS",
     "BatchInfo",
     "BatchLine",
-    "BatchState",
-    "BatchStatus",
     "BatchStore",
+    "ItemResult",
     "SubmitReport",
     "batch_owner",
     "line_options",
+    "not_item_fields",
     "parse_line",
+    "unknown_item_keys",
 ]
 
 CHUNK = 500
-
-
-class BatchState(str, Enum):
-    """Where one item of a batch stands."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    WAITING = "waiting"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    INVALID = "invalid"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in _TERMINAL
-
-
-_TERMINAL = frozenset(
-    {BatchState.DONE, BatchState.FAILED, BatchState.CANCELLED, BatchState.INVALID}
-)
-
-
-class BatchStatus(str, Enum):
-    SUBMITTING = "submitting"
-    RUNNING = "running"
-    DONE = "done"
-    CANCELLED = "cancelled"
-
-
-class BatchConfig(BaseModel):
-    """What every prompt of the batch shares."""
-
-    conversation: ConversationConfig = Field(default_factory=ConversationConfig)
-    max_concurrency: int = Field(16, gt=0, le=10_000)
-
-
-@dataclass(frozen=True)
-class BatchLine:
-    """One input line: its number, its id, and its prompt or what was wrong with it."""
-
-    line: int
-    id: str
-    prompt: Content | None = None
-    error: str = ""
-    options: PromptOptions | None = None  # this item's prompt options, over the batch's
 
 
 @dataclass
@@ -115,7 +78,16 @@ class _Placed:
 
 def batch_owner(bid: str) -> str:
     """The owner recorded on a batch item's conversation: no caller can be called that."""
-    return f"batch:{bid}"
+    return internal_owner(InternalOwner.BATCH, bid)
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One item as filed (its conversation and turn, its attempts), where, and its result."""
+
+    index: int  # in the batch's items list
+    item: dict[str, Any]
+    result: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -128,40 +100,34 @@ class BatchInfo:
     config: BatchConfig
     created_at: float
     denied: int = 0  # ended items with a tool call an operator denied
+    held: str = ""  # "budget:tokens" or "budget:micros": its budget is spent; nothing dispatches
+    retries: int = 0  # retries that queued items again (each a round of new attempts)
+    source: str = ""  # the batch whose inputs this one runs again (a re-run), if any
 
     @property
     def finished(self) -> int:
-        return sum(self.counts[state] for state in _TERMINAL)
+        return sum(self.counts[state] for state in BatchState if state.is_terminal)
+
+    @property
+    def rest_cost_micros(self) -> int | None:
+        """The projected cost of the items not yet ended: the mean cost of the items that ran
+        (done or failed) times their number; None before one ran, or with no price."""
+        ran = self.counts[BatchState.DONE] + self.counts[BatchState.FAILED]
+        if not ran or not self.usage.cost_micros:
+            return None
+        to_end = (BatchState.QUEUED, BatchState.RUNNING, BatchState.WAITING)
+        return round(self.usage.cost_micros / ran * sum(self.counts[s] for s in to_end))
 
 
-def parse_line(number: int, raw: str, settings: Settings) -> BatchLine | None:
-    """One JSONL line as an item; None for a blank line; an error names what was wrong."""
-    if not raw.strip():
-        return None
-    fallback = f"line-{number}"
+def _checked_for(line: BatchLine, config: ConversationConfig) -> BatchLine:
+    """The line, or an invalid one when its model settings are more than the provider honours."""
+    if line.options is None or line.error:
+        return line
     try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        return BatchLine(number, fallback, error=f"line {number}: not JSON ({exc})")
-    if not isinstance(data, dict):
-        return BatchLine(number, fallback, error=f"line {number}: expected a JSON object")
-    item_id = str(data.get("id", fallback))
-    prompt = data.get("prompt", data.get("content"))
-    if prompt is None:
-        return BatchLine(number, item_id, error=f"line {number}: missing 'prompt'")
-    try:
-        content = validate_prompt(
-            prompt if isinstance(prompt, str) else Content.model_validate(prompt), settings
-        )
-        options = line_options(data)
-    except (SignoffError, ValidationError) as exc:
-        return BatchLine(number, item_id, error=f"line {number}: {exc}")
-    return BatchLine(number, item_id, prompt=content, options=options)
-
-
-def line_options(data: dict[str, Any]) -> PromptOptions:
-    """The prompt options a line (or API item) carries beside its prompt, checked."""
-    return prompt_options(**{name: data.get(name) for name in PromptOptions.model_fields})
+        line.options.check_for(config)
+    except InvalidInput as exc:
+        return BatchLine(line.line, line.id, error=f"item {line.id!r}: {exc}")
+    return line
 
 
 class BatchStore(AdvancingStore):
@@ -172,15 +138,31 @@ class BatchStore(AdvancingStore):
         return ConversationStore(self.client, self.keys, self.settings)
 
     def create(
-        self, config: BatchConfig, *, batch_id: str | None = None, created_by: str = ""
+        self,
+        config: BatchConfig,
+        *,
+        batch_id: str | None = None,
+        created_by: str = "",
+        source: str = "",
     ) -> str:
-        """A new batch, or the existing one with this id (to resume a submission)."""
+        """A new batch, or the existing one with this id (to resume a submission); `source`:
+        the batch whose inputs it runs again."""
         bid = check_id(batch_id or new_id()[:16], "batch id")
-        conversation = config.conversation.model_copy(update={"batch_id": bid})
+        submitter = {"submitted_by": created_by} if created_by else {}
+        conversation = config.conversation.model_copy(update={"batch_id": bid, **submitter})
         stored = config.model_copy(update={"conversation": conversation})
         raw_config = stored.model_dump_json()
         now = time.time()
-        args = [raw_config, BatchStatus.SUBMITTING.value, config.max_concurrency, now, created_by]
+        args = CREATE.args_from(
+            {
+                "config": raw_config,
+                "status": BatchStatus.SUBMITTING.value,
+                "max_concurrency": config.max_concurrency,
+                "created_at": now,
+                "created_by": created_by,
+                "source": source,
+            }
+        )
         with (
             storage_errors(f"creating batch {bid}"),
             self.client.pipeline(transaction=False) as pipe,
@@ -236,7 +218,7 @@ class BatchStore(AdvancingStore):
         report = report if report is not None else SubmitReport()
         chunk: list[BatchLine] = []
         for line in lines:
-            chunk.append(line)
+            chunk.append(_checked_for(line, config))
             if len(chunk) >= CHUNK:
                 self._submit_chunk(bid, config, chunk, report)
                 chunk = []
@@ -266,13 +248,15 @@ class BatchStore(AdvancingStore):
         if sum(n for s, n in info.counts.items() if s.is_terminal) < info.total:
             return False  # cancelled, with items still ending
         counts = {"total": info.total, **{s.value: n for s, n in info.counts.items()}}
-        event = batch_finished(bid, info.status.value, counts)
+        event = batch_finished(bid, info.status.value, counts, retries=info.retries)
         emit_webhook_event(self.client, self.keys, event.kind, event.data, event_id=event.event_id)
         return True
 
-    def conversation_id(self, bid: str, item_id: str) -> str:
-        """A stable conversation id per item, so a resubmitted item is recognised."""
-        return f"{bid}-{hashlib.sha256(item_id.encode()).hexdigest()[:16]}"
+    def conversation_id(self, bid: str, item_id: str, attempt: int = 1) -> str:
+        """A stable conversation id per item, so a resubmitted item is recognised; a retry's
+        attempt runs in a conversation of its own, the first's id and `.<attempt>`."""
+        first = f"{bid}-{hashlib.sha256(item_id.encode()).hexdigest()[:16]}"
+        return first if attempt <= 1 else f"{first}.{attempt}"
 
     def _submit_chunk(
         self, bid: str, config: ConversationConfig, chunk: list[BatchLine], report: SubmitReport
@@ -389,15 +373,21 @@ class BatchStore(AdvancingStore):
             "error": line.error,
         }
         items_reply = len(pipe.command_stack)
-        keys = [
-            self.keys.batch(bid),
-            self.keys.batch_states(bid),
-            self.keys.batch_queue(bid),
-            self.keys.batch_items(bid),
-            self.keys.batch_ids(bid),
-        ]
-        args = [cid, json.dumps(item), state.value, line.id, int(prompt is not None)]
-        REGISTER.queue(pipe, keys, args)
+        keys = {
+            "meta": self.keys.batch(bid),
+            "states": self.keys.batch_states(bid),
+            "queue": self.keys.batch_queue(bid),
+            "items": self.keys.batch_items(bid),
+            "ids": self.keys.batch_ids(bid),
+        }
+        args = {
+            "cid": cid,
+            "item": json.dumps(item),
+            "state": state.value,
+            "item_id": line.id,
+            "to_queue": int(prompt is not None),
+        }
+        REGISTER.queue(pipe, REGISTER.keys_from(keys), REGISTER.args_from(args))
         return _Placed(cid, submit_reply, items_reply)
 
     def _queue_turn(
@@ -430,20 +420,39 @@ class BatchStore(AdvancingStore):
         `denied` says an ending item had a tool call denied: the batch counts such items.
         Returns the conversations released (and sent `advance`, given a task sender).
         """
-        keys = [
-            self.keys.batch(bid),
-            self.keys.batch_states(bid),
-            self.keys.batch_queue(bid),
-            self.keys.batch_releasing(bid),
-        ]
-        args: list[Any] = [cid, state.value]
+        counts = ""  # the item's usage, counted with the move that ends it
         if usage is not None or denied:
-            args += [getattr(usage or UsageMetadata(), name) for name in USAGE_FIELDS]
-            args.append("1" if denied else "")
+            counts = (usage or UsageMetadata()).model_dump_json(include=set(USAGE_FIELDS))
+        args = TRANSITION.args_from(
+            {"cid": cid, "new": state.value, "usage": counts, "denied": "1" if denied else ""}
+        )
         with storage_errors(f"updating batch {bid}"):
-            dispatched = [str(s) for s in TRANSITION(self.client, keys, args)]
+            dispatched = [str(s) for s in TRANSITION(self.client, self.dispatch_keys(bid), args)]
         self._release(bid, dispatched)
         return dispatched
+
+    def admit(self, bid: str, cid: str) -> bool:
+        """Whether a waiting item whose approval is settled may go on now, under the cap.
+
+        If not, it waits in the batch's `resuming` list, ahead of every queued item, and is
+        released (sent `advance`) when a place frees.
+        """
+        with storage_errors(f"updating batch {bid}"):
+            placed, dispatched = ADMIT(self.client, self.dispatch_keys(bid), [cid])
+        self._release(bid, [str(c) for c in dispatched])
+        return bool(placed)
+
+    def dispatch_keys(self, bid: str) -> list[str]:
+        """The keys of the transition and admit scripts, in `DISPATCH_KEYS` order."""
+        return TRANSITION.keys_from(
+            {
+                "meta": self.keys.batch(bid),
+                "states": self.keys.batch_states(bid),
+                "queue": self.keys.batch_queue(bid),
+                "releasing": self.keys.batch_releasing(bid),
+                "resuming": self.keys.batch_resuming(bid),
+            }
+        )
 
     def dispatch(self, bid: str) -> list[str]:
         """Starts queued items up to the batch's concurrency cap; finishes earlier releases."""
@@ -521,6 +530,9 @@ class BatchStore(AdvancingStore):
                 config=BatchConfig.model_validate_json(raw.get("config", "")),
                 created_at=float(raw.get("created_at", 0)),
                 denied=int(raw.get("denied", 0)),
+                held=raw.get("held", ""),
+                retries=int(raw.get("retries", 0)),
+                source=raw.get("source", ""),
             )
         except ValueError as exc:  # pydantic's ValidationError is one too
             raise CorruptRecord(
@@ -546,6 +558,20 @@ class BatchStore(AdvancingStore):
 
     def results(self, bid: str, *, offset: int = 0) -> Iterator[dict[str, Any]]:
         """One result per input item from `offset` on, in input order, read in chunks."""
+        for _, items in self.item_chunks(bid, offset):
+            yield from self._results_of(bid, items)  # built one at a time: memory stays bounded
+
+    def pages(self, bid: str, *, offset: int = 0) -> Iterator[list[ItemResult]]:
+        """The items from `offset` on, as filed and with their results, a chunk at a time."""
+        for start, items in self.item_chunks(bid, offset):
+            results = self._results_of(bid, items)
+            yield [
+                ItemResult(start + n, item, result)
+                for n, (item, result) in enumerate(zip(items, results, strict=True))
+            ]
+
+    def item_chunks(self, bid: str, offset: int = 0) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+        """The items as filed, `CHUNK` at a time, each chunk with the index of its first."""
         self.config(bid)
         start = max(offset, 0)
         while True:
@@ -553,8 +579,7 @@ class BatchStore(AdvancingStore):
                 raw_items = self.client.lrange(self.keys.batch_items(bid), start, start + CHUNK - 1)
             if not raw_items:
                 return
-            items = [json.loads(str(raw)) for raw in raw_items]
-            yield from self._results_of(bid, items)
+            yield start, [json.loads(str(raw)) for raw in raw_items]
             start += CHUNK
 
     def _results_of(self, bid: str, items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -564,48 +589,16 @@ class BatchStore(AdvancingStore):
         ):
             for item in items:
                 pipe.hget(self.keys.batch_states(bid), item["conversation_id"])
-                if item["turn_id"]:
-                    pipe.hgetall(self.keys.turn(item["conversation_id"], item["turn_id"]))
+                if item["turn_id"]:  # not the prompt or the checkpoint: a chunk stays small
+                    turn = self.keys.turn(item["conversation_id"], item["turn_id"])
+                    pipe.hmget(turn, TURN_FIELDS)
                 else:
                     pipe.echo("")  # keeps the replies in pairs
             replies = pipe.execute()
         for item, state, turn in zip(items, replies[0::2], replies[1::2], strict=True):
-            yield _result(item, state, turn if isinstance(turn, dict) else {})
+            found = zip(TURN_FIELDS, turn, strict=True) if isinstance(turn, list) else ()
+            yield item_result(item, state, {name: value for name, value in found if value})
 
 
 def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def _result(item: dict[str, Any], state: Any, turn: dict[str, str]) -> dict[str, Any]:
-    result: dict[str, Any] = {
-        "id": item["id"],
-        "line": item["line"],
-        "status": state or "invalid",
-        "text": None,
-        "structured_output": None,
-        "usage": None,
-        "error": item.get("error") or None,
-        "denied": 0,
-    }
-    if turn.get("response"):
-        response = json.loads(turn["response"])
-        result.update(
-            text=response.get("text"),
-            structured_output=response.get("structured_output"),
-            usage=response.get("usage_metadata"),
-            denied=_denied(response),
-        )
-    elif turn.get("error"):
-        result["error"] = turn["error"]
-    return result
-
-
-def _denied(response: dict[str, Any]) -> int:
-    """Tool calls of the turn an operator denied (or that were cancelled while they waited)."""
-    return sum(
-        1
-        for step in response.get("steps") or []
-        if step.get("type") == StepType.TOOL_RESULT.value
-        and step.get("status") == StepStatus.CANCELED.value
-    )

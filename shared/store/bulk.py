@@ -12,20 +12,22 @@ Shared by the web's bulk pages and API and by `signoff approvals allow|deny --ba
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
-from shared.errors import Conflict, InvalidInput, NotFound
+from shared.errors import Conflict, CorruptRecord, Forbidden, InvalidInput, NotFound
 from shared.models.notifications import Allow, Notification, Resolution
-from shared.store.notifications import NotificationStore
+from shared.models.pending import PendingFilter
+from shared.store.notifications import Check, NotificationStore
 
 __all__ = [
     "BULK_LIMIT",
     "BulkOutcome",
     "BulkScope",
-    "PendingFilter",
-    "PendingSelection",
+    "CountChanged",
+    "TooMany",
     "check_decision",
+    "counted",
     "resolve_matching",
 ]
 
@@ -33,81 +35,83 @@ BULK_LIMIT = 10_000
 _PAGE = 500
 
 
-class PendingSelection(Protocol):
-    """Which pending notifications a bulk action means (the web's `InboxFilter`, or ours)."""
+class CountChanged(Conflict):
+    """Raised when the matching count is not the count the caller confirmed; nothing changed."""
+
+    code = "count_changed"
+
+    def __init__(self, expected: int, current: int, created_before: float) -> None:
+        super().__init__(expected, current, created_before)
+        self.expected = expected
+        self.current = current
+        self.created_before = created_before
 
     @property
-    def min_age_s(self) -> float | None: ...
-
-    def count(self, store: NotificationStore, *, min_age_s: float | None = None) -> int: ...
-
-    def page(
-        self, store: NotificationStore, *, offset: int, limit: int, min_age_s: float | None = None
-    ) -> list[Notification]: ...
-
-
-@dataclass(frozen=True)
-class PendingFilter:
-    """Pending notifications of a tool, a batch, a conversation; none set means every one."""
-
-    tool: str | None = None
-    batch_id: str | None = None
-    conversation_id: str | None = None
-    min_age_s: float | None = None
-
-    def count(self, store: NotificationStore, *, min_age_s: float | None = None) -> int:
-        """How many pending notifications match every filter."""
-        return store.count_pending(
-            tool=self.tool,
-            batch_id=self.batch_id,
-            conversation_id=self.conversation_id,
-            min_age_s=self.min_age_s if min_age_s is None else min_age_s,
+    def message(self) -> str:
+        return (
+            f"{self.current} pending notifications match now, not the {self.expected} "
+            "confirmed; nothing was resolved: confirm the new count"
         )
 
-    def page(
-        self, store: NotificationStore, *, offset: int, limit: int, min_age_s: float | None = None
-    ) -> list[Notification]:
-        """One page, oldest first."""
-        return store.pending(
-            tool=self.tool,
-            batch_id=self.batch_id,
-            conversation_id=self.conversation_id,
-            min_age_s=self.min_age_s if min_age_s is None else min_age_s,
-            offset=offset,
-            limit=limit,
+
+class TooMany(InvalidInput):
+    """Raised when a filter matches more notifications than one bulk action resolves."""
+
+    code = "too_many"
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.count} notifications match; a bulk action resolves at most {BULK_LIMIT:,}: "
+            "narrow the filter"
         )
 
 
 @dataclass(frozen=True)
 class BulkScope:
-    """A selection pinned to the notifications created up to `created_before` (epoch s)."""
+    """A filter pinned to the notifications created up to `created_before` (epoch s).
 
-    inbox: PendingSelection
+    `on_corrupt` is told of a matching record that does not parse, which is then left out;
+    without it, such a record raises `CorruptRecord`.
+    """
+
+    inbox: PendingFilter
     created_before: float
+    on_corrupt: Callable[[CorruptRecord], None] | None = None
 
     @classmethod
-    def pin(cls, inbox: PendingSelection, *, created_before: float | None = None) -> BulkScope:
+    def pin(
+        cls,
+        inbox: PendingFilter,
+        *,
+        created_before: float | None = None,
+        on_corrupt: Callable[[CorruptRecord], None] | None = None,
+    ) -> BulkScope:
         """Now (minus the filter's minimum age), or `created_before` if that is earlier."""
         cutoff = time.time() - (inbox.min_age_s or 0)
         if created_before is not None:
             cutoff = min(cutoff, created_before)
-        return cls(inbox, cutoff)
+        return cls(inbox, cutoff, on_corrupt)
 
-    def _age(self) -> float:
-        return max(time.time() - self.created_before, 0.0)
+    def _pinned(self) -> PendingFilter:
+        return self.inbox.aged(max(time.time() - self.created_before, 0.0))
 
     def count(self, store: NotificationStore) -> int:
         """How many pending notifications match every filter."""
-        return self.inbox.count(store, min_age_s=self._age())
+        return store.count_pending(self._pinned())
 
     def notes(self, store: NotificationStore, *, limit: int) -> list[Notification]:
         """The matching notifications, oldest first, at most `limit`, read a page at a time."""
-        window = self.inbox.count(store, min_age_s=self._age())
+        window = store.count_pending(self._pinned())
         size = max(min(_PAGE, limit), 1)
         found: dict[str, Notification] = {}
         for offset in range(0, window, size):
-            page = self.inbox.page(store, offset=offset, limit=size, min_age_s=self._age())
-            for note in page:
+            ids = store.pending_ids(self._pinned(), offset=offset, limit=size)
+            for note in store.load(ids, on_corrupt=self.on_corrupt):
                 if note.created_at <= self.created_before:
                     found.setdefault(note.id, note)
             if len(found) >= limit:
@@ -136,6 +140,14 @@ class BulkOutcome:
         return "; ".join(parts) + "."
 
 
+def counted(store: NotificationStore, scope: BulkScope) -> int:
+    """How many notifications `scope` matches; TooMany past what one action resolves."""
+    count = scope.count(store)
+    if count > BULK_LIMIT:
+        raise TooMany(count)
+    return count
+
+
 def check_decision(decision: Resolution) -> Resolution:
     """Bulk actions allow or deny; edited arguments belong to one call, not to many."""
     if isinstance(decision, Allow) and decision.arguments is not None:
@@ -152,18 +164,47 @@ def resolve_matching(
     *,
     expected: int,
     actor: str,
+    check: Check | None = None,
+    audit_scope: str = "",
 ) -> BulkOutcome:
-    """Resolves the `expected` matching notifications one by one; the caller checked the count."""
+    """Resolves the `expected` matching notifications one by one, if that is still the count.
+
+    CountChanged when it is not, TooMany when it is more than one action resolves; with
+    `check` (the caller's right to resolve), Forbidden when it refuses any matching one;
+    nothing is resolved then.
+    """
     check_decision(decision)
+    current = scope.count(store)
+    if current != expected:
+        raise CountChanged(expected, current, scope.created_before)
+    if current > BULK_LIMIT:
+        raise TooMany(current)
     notes = scope.notes(store, limit=expected)
+    if check is not None:
+        _check_all(notes, check)
     outcome = BulkOutcome(matched=expected, left_pending=expected - len(notes))
     for note in notes:
         try:
-            store.resolve(note.id, decision, actor=actor)
+            store.resolve(note.id, decision, actor=actor, check=check, audit_scope=audit_scope)
         except (Conflict, NotFound):
             outcome.conflicts += 1
-        except InvalidInput:
+        except (InvalidInput, Forbidden):
             outcome.not_applicable += 1
         else:
             outcome.resolved += 1
     return outcome
+
+
+def _check_all(notes: list[Notification], check: Check) -> None:
+    """Forbidden, naming the first and how many, if `check` refuses any of `notes`."""
+    refused: list[Forbidden] = []
+    for note in notes:
+        try:
+            check(note)
+        except Forbidden as exc:
+            refused.append(exc)
+    if refused:
+        raise Forbidden(
+            f"{len(refused)} of the {len(notes)} matching notifications are not the caller's "
+            f"to resolve ({refused[0].message}); nothing was resolved: narrow the filter"
+        )

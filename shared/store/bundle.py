@@ -10,12 +10,14 @@ from shared.client.tasks import Advancer
 from shared.settings import Settings
 from shared.store.agents import AgentStore
 from shared.store.batches import BatchStore
+from shared.store.budgets import BudgetStore
 from shared.store.conversations import ConversationStore
 from shared.store.event_log import EventLog
 from shared.store.history import HistoryStore
 from shared.store.keys import KeySpace
 from shared.store.notifications import NotificationStore
 from shared.store.policy import PolicyStore
+from shared.store.prices import PriceStore
 from shared.store.schedules import ScheduleStore
 
 __all__ = ["Stores"]
@@ -35,12 +37,15 @@ class Stores:
     policies: PolicyStore
     agents: AgentStore
     schedules: ScheduleStore
+    prices: PriceStore
+    budgets: BudgetStore
 
     @classmethod
     def build(cls, client: Redis, settings: Settings, tasks: Advancer | None) -> Stores:
         keys = KeySpace(settings.key_prefix)
         policies = PolicyStore(client, keys)
         agents = AgentStore(client, keys, policies)
+        batches = BatchStore(client, keys, settings, tasks)
         return cls(
             redis=client,
             keys=keys,
@@ -48,10 +53,12 @@ class Stores:
             conversations=ConversationStore(client, keys, settings),
             events=EventLog(client, keys),
             notifications=NotificationStore(client, keys, settings, tasks),
-            batches=BatchStore(client, keys, settings, tasks),
+            batches=batches,
             policies=policies,
             agents=agents,
             schedules=ScheduleStore(client, keys, agents),
+            prices=PriceStore(client, keys),
+            budgets=BudgetStore(client, keys, batches.dispatch),
         )
 
     def history(self, cid: str, *, max_history_size: int | None = None) -> HistoryStore:

@@ -20,10 +20,12 @@ import redis.asyncio
 from shared.errors import StorageError
 from shared.settings import ENV_PREFIX, Settings
 from shared.store.fair_queue import FairLifoQueue
+from shared.store.lend_check import parser_options
 
 __all__ = [
     "ASYNC_CLIENT_POOL",
     "CLIENT_POOL",
+    "WORKER_POOL",
     "PoolBound",
     "PoolExhausted",
     "connect",
@@ -40,7 +42,12 @@ class PoolBound:
     """A bounded pool: its name in messages and the setting that sizes it."""
 
     name: str
-    setting: Literal["client_redis_connections", "web_redis_connections", "broker_connections"]
+    setting: Literal[
+        "client_redis_connections",
+        "web_redis_connections",
+        "broker_connections",
+        "worker_redis_connections",
+    ]
 
     def size(self, settings: Settings) -> int:
         return int(getattr(settings, self.setting))
@@ -56,6 +63,7 @@ class PoolBound:
 
 CLIENT_POOL = PoolBound("client", "client_redis_connections")
 ASYNC_CLIENT_POOL = PoolBound("async client", "client_redis_connections")
+WORKER_POOL = PoolBound("worker", "worker_redis_connections")
 
 
 class PoolExhausted(redis.ConnectionError):
@@ -101,6 +109,7 @@ def connect(settings: Settings, *, pool: PoolBound | None = None, **options: Any
         "socket_timeout": options.pop("socket_timeout", settings.redis_timeout_s),
         "socket_connect_timeout": settings.redis_timeout_s,
         "health_check_interval": 30,
+        **parser_options(),
         **options,
     }
     if pool is None:

@@ -20,12 +20,12 @@ from shared.client.task_message import QueuedTask
 from shared.errors import Conflict, ConversationClosed, CorruptRecord, NotFound
 from shared.models.config import ConversationConfig, PromptOptions
 from shared.models.content import Content
-from shared.models.events import ConversationStatus, StatusEvent, TurnStatus
+from shared.models.events import ChatResponse, ConversationStatus, StatusEvent, TurnStatus
 from shared.settings import DoubleTextPolicy, Settings
 from shared.store.connection import storage_errors
 from shared.store.emit import EMIT_LUA, encode_event
 from shared.store.keys import KeySpace, check_id
-from shared.store.lua import LuaScript
+from shared.store.lua import LuaScript, lua_source
 
 __all__ = [
     "HELD_FIELD",
@@ -41,78 +41,35 @@ __all__ = [
 # Told about each record a listing leaves out because it does not parse.
 OnCorrupt = Callable[[CorruptRecord], None]
 
-# Queued turns are ended here, not by a worker: they never started.
-_CANCEL_QUEUED_LUA = """
-local function cancel_queued(conv, inbox, events, maxlen, ttl, channels, cid, reason, now)
-  local turns = redis.call('LRANGE', inbox, 0, -1)
-  for _, tid in ipairs(turns) do
-    local turn_key = string.gsub(inbox, ':inbox$', ':turn:' .. tid)
-    redis.call('HSET', turn_key, 'status', 'cancelled', 'finished_at', now, 'error', reason)
-    emit(events, maxlen, ttl, channels, cjson.encode(
-      {kind = 'cancelled', conversation_id = cid, turn_id = tid, reason = reason}))
-  end
-  redis.call('DEL', inbox)
-  return #turns
-end
-"""
+# Queued turns are ended by these scripts, not by a worker: they never started.
+_CANCEL_QUEUED_LUA = lua_source("shared.store", "cancel_queued.lua")
+_EMIT_ARGS = ("maxlen", "ttl_ms", "channel", "channel_all")  # `_emit_args`, in order
 
-# KEYS: conv, inbox, new turn, events
-# ARGV: cid, turn id, prompt json, policy, now, maxlen, ttl_ms, channel, channel_all,
-#       owner the conversation must have ('' for any), the turn's options json ('' for none),
-#       title, the turns queue's key and an `advance` message for it ('' for none)
 _SUBMIT = LuaScript(
-    EMIT_LUA
-    + _CANCEL_QUEUED_LUA
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
-if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[10] then
-  return {'not_owner'}
-end
-if redis.call('HGET', KEYS[1], 'closed') == '1' then return {'closed'} end
-local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
-local queued = redis.call('LLEN', KEYS[2])
-local channels = {ARGV[8], ARGV[9]}
-if ARGV[4] == '' then ARGV[4] = redis.call('HGET', KEYS[1], 'policy') or 'enqueue' end
-if ARGV[4] == 'reject' and (active ~= '' or queued > 0) then return {'busy', active} end
-if ARGV[4] == 'interrupt' then
-  cancel_queued(KEYS[1], KEYS[2], KEYS[4], ARGV[6], ARGV[7], channels, ARGV[1],
-                'interrupted', ARGV[5])
-  if active ~= '' then redis.call('HSET', KEYS[1], 'cancel_turn', active) end
-end
-redis.call('HSET', KEYS[3], 'conversation_id', ARGV[1], 'turn_id', ARGV[2], 'prompt', ARGV[3],
-  'status', 'queued', 'created_at', ARGV[5])
-if ARGV[11] ~= '' then redis.call('HSET', KEYS[3], 'options', ARGV[11]) end
-if ARGV[12] ~= '' then redis.call('HSETNX', KEYS[1], 'title', ARGV[12]) end
-redis.call('RPUSH', KEYS[2], ARGV[2])
-redis.call('HSET', KEYS[1], 'updated_at', ARGV[5])
-if ARGV[13] ~= '' then redis.call('LPUSH', ARGV[13], ARGV[14]) end  -- its `advance`, if given
-local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
-if #last == 0 then return {'ok', '0-0'} end
-return {'ok', last[1][1]}
-"""
+    "shared.store",
+    "conversation_submit.lua",
+    keys=["conversation", "inbox", "turn", "events"],
+    args=[
+        "cid",
+        "turn_id",
+        "prompt",
+        "policy",
+        "now",
+        *_EMIT_ARGS,
+        "owner",
+        "options",
+        "title",
+        "queue",
+        "advance",
+    ],
+    uses=[EMIT_LUA, _CANCEL_QUEUED_LUA],
 )
-
-# KEYS: conv, inbox, events
-# ARGV: cid, now, maxlen, ttl_ms, channel, channel_all, close(0/1), the closed status event
 _ABORT = LuaScript(
-    EMIT_LUA
-    + _CANCEL_QUEUED_LUA
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
-local channels = {ARGV[5], ARGV[6]}
-local cancelled = cancel_queued(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4], channels, ARGV[1],
-                                'aborted', ARGV[2])
-local active = redis.call('HGET', KEYS[1], 'active_turn') or ''
-if active ~= '' then redis.call('HSET', KEYS[1], 'cancel_turn', active) end
-if ARGV[7] == '1' and redis.call('HGET', KEYS[1], 'closed') ~= '1' then
-  redis.call('HSET', KEYS[1], 'closed', '1', 'updated_at', ARGV[2])
-  if active == '' then
-    redis.call('HSET', KEYS[1], 'status', 'closed')
-    emit(KEYS[3], ARGV[3], ARGV[4], channels, ARGV[8])
-  end
-end
-return {'ok', active, cancelled}
-"""
+    "shared.store",
+    "conversation_abort.lua",
+    keys=["conversation", "inbox", "events"],
+    args=["cid", "now", *_EMIT_ARGS, "close", "closed_event"],
+    uses=[EMIT_LUA, _CANCEL_QUEUED_LUA],
 )
 
 
@@ -127,16 +84,11 @@ def allow_field(tool: str) -> str:
     return f"allow:{tool}"
 
 
-# KEYS: conv   ARGV: config json, now, double-text policy, owner, held ('1' or '')
-# -> 1 created, 0 id taken
 _CREATE = LuaScript(
-    """
-if redis.call('HSETNX', KEYS[1], 'config', ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'status', 'idle', 'closed', '0', 'created_at', ARGV[2],
-           'updated_at', ARGV[2], 'active_turn', '', 'policy', ARGV[3], 'owner', ARGV[4])
-if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'held', '1') end
-return 1
-"""
+    "shared.store",
+    "conversation_create.lua",
+    keys=["conversation"],
+    args=["config", "now", "policy", "owner", "held"],
 )
 
 
@@ -188,6 +140,16 @@ class TurnRecord:
     fields: dict[str, str]
     options: PromptOptions = field(default_factory=PromptOptions)
 
+    def response(self) -> ChatResponse | None:
+        """The turn's ChatResponse once it completed; None before (or when it did not)."""
+        raw = self.fields.get("response")
+        if self.status is not TurnStatus.COMPLETED or not raw:
+            return None
+        try:
+            return ChatResponse.model_validate_json(raw)
+        except ValidationError as exc:
+            raise CorruptRecord(f"response of turn {self.turn_id} does not parse") from exc
+
 
 class ConversationStore:
     """Creates conversations and changes their state, one script per change."""
@@ -225,8 +187,14 @@ class ConversationStore:
         A `held` conversation takes prompts, but no worker starts them until `queue_release`.
         """
         now = time.time()
-        args = [config.model_dump_json(), now, config.double_text_policy.value, owner]
-        _CREATE.queue(pipe, [self.keys.conversation(cid)], [*args, "1" if held else ""])
+        args = {
+            "config": config.model_dump_json(),
+            "now": now,
+            "policy": config.double_text_policy.value,
+            "owner": owner,
+            "held": "1" if held else "",
+        }
+        _CREATE.queue(pipe, [self.keys.conversation(cid)], _CREATE.args_from(args))
         pipe.zadd(self.keys.conversations(), {cid: now}, nx=True)
 
     def queue_release(self, pipe: Any, cid: str, *, index: bool = True) -> None:
@@ -318,28 +286,28 @@ class ConversationStore:
         conversation is indexed when it is released, not here. `options` are this turn's.
         """
         tid = new_id()
-        keys = [
-            self.keys.conversation(cid),
-            self.keys.inbox(cid),
-            self.keys.turn(cid, tid),
-            self.keys.events(cid),
-        ]
-        args = [
-            cid,
-            tid,
-            prompt.model_dump_json(),
-            policy.value if policy else "",
-            time.time(),
-            *self._emit_args(cid),
-            owner,
-            "" if options is None or options.is_empty() else options.model_dump_json(),
-            prompt.headline,  # the conversation's title, from its first prompt
-            advance.key if advance else "",
-            advance.message if advance else "",
-        ]
+        keys = {
+            "conversation": self.keys.conversation(cid),
+            "inbox": self.keys.inbox(cid),
+            "turn": self.keys.turn(cid, tid),
+            "events": self.keys.events(cid),
+        }
+        args = {
+            "cid": cid,
+            "turn_id": tid,
+            "prompt": prompt.model_dump_json(),
+            "policy": policy.value if policy else "",
+            "now": time.time(),
+            **self._emit_args(cid),
+            "owner": owner,
+            "options": "" if options is None or options.is_empty() else options.model_dump_json(),
+            "title": prompt.headline,  # the conversation's title, from its first prompt
+            "queue": advance.key if advance else "",
+            "advance": advance.message if advance else "",
+        }
         if index:
             pipe.zadd(self.keys.active(), {cid: time.time()})
-        _SUBMIT.queue(pipe, keys, args)
+        _SUBMIT.queue(pipe, _SUBMIT.keys_from(keys), _SUBMIT.args_from(args))
         return tid
 
     def check_submit(self, cid: str, reply: list[Any]) -> str:
@@ -364,9 +332,20 @@ class ConversationStore:
         return self.check_abort(cid, reply)
 
     def abort_call(self, cid: str, *, close: bool = False) -> tuple[list[str], list[Any]]:
-        keys = [self.keys.conversation(cid), self.keys.inbox(cid), self.keys.events(cid)]
+        keys = {
+            "conversation": self.keys.conversation(cid),
+            "inbox": self.keys.inbox(cid),
+            "events": self.keys.events(cid),
+        }
         closed = encode_event(StatusEvent(conversation_id=cid, status=ConversationStatus.CLOSED))
-        return keys, [cid, time.time(), *self._emit_args(cid), int(close), closed]
+        args = {
+            "cid": cid,
+            "now": time.time(),
+            **self._emit_args(cid),
+            "close": int(close),
+            "closed_event": closed,
+        }
+        return _ABORT.keys_from(keys), _ABORT.args_from(args)
 
     @staticmethod
     def abort_script() -> LuaScript:
@@ -501,10 +480,11 @@ class ConversationStore:
                 on_corrupt(exc)
         return found
 
-    def _emit_args(self, cid: str) -> list[Any]:
-        return [
-            self.settings.stream_maxlen,
-            self.settings.events_ttl_s * 1000,
-            self.keys.live(cid),
-            self.keys.live_all(),
-        ]
+    def _emit_args(self, cid: str) -> dict[str, Any]:
+        """The arguments every script that emits takes (`_EMIT_ARGS`)."""
+        return {
+            "maxlen": self.settings.stream_maxlen,
+            "ttl_ms": self.settings.events_ttl_s * 1000,
+            "channel": self.keys.live(cid),
+            "channel_all": self.keys.live_all(),
+        }

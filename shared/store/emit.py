@@ -1,6 +1,6 @@
 """Writing events: XADD to the conversation's stream, then PUBLISH, inside a Lua script.
 
-`EMIT_LUA` (`shared/lua/emit.lua`) defines `emit(stream, maxlen, ttl_ms, channels, json)`,
+`EMIT_LUA` (`shared/store/lua/emit.lua`) defines `emit(stream, maxlen, ttl_ms, channels, json)`,
 put before every script that produces events, so the stream (for replay) and the channels
 (for live readers) always carry the same event with the same id. A published message is
 ``"<stream id> <event json>"``.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from queue import Empty, LifoQueue
+from queue import Empty, Full, LifoQueue
 from typing import Any
 
 __all__ = ["FairLifoQueue"]
@@ -48,12 +48,31 @@ class FairLifoQueue(LifoQueue[Any]):
                 if self._line and self._qsize():
                     self._line[0].notify()  # what is left goes to the next in line
 
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        """As `Queue.put`. Nobody waits on `not_empty` here (`get` waits in its line), so a
+        put that cannot block (the pool's, giving a connection back) does not notify it:
+        under gevent a notify's ownership check costs a lock round of its own."""
+        if block:
+            super().put(item, block, timeout)
+            return
+        with self.mutex:
+            if 0 < self.maxsize <= self._qsize():
+                raise Full
+            self._put(item)
+            self.unfinished_tasks += 1
+
     def _take(self) -> Any:
         item = self._get()
-        self.not_full.notify()
+        if _waited_on(self.not_full):  # only a blocking put waits, on a full queue
+            self.not_full.notify()
         return item
 
     def _put(self, item: Any) -> None:
         super()._put(item)
         if self._line:
             self._line[0].notify()
+
+
+def _waited_on(condition: threading.Condition) -> bool:
+    """Whether a thread may wait on `condition` (unknown: yes), read under its lock."""
+    return bool(getattr(condition, "_waiters", True))

@@ -21,10 +21,11 @@ from shared.errors import CorruptRecord
 from shared.models.steps import USAGE_FIELDS, Step, StepSource, StepType, UsageMetadata
 from shared.settings import DEFAULT_MAX_HISTORY_SIZE
 from shared.store.connection import storage_errors
-from shared.store.keys import KeySpace
+from shared.store.keys import HISTORY_KEYS, KeySpace
 from shared.store.lua import LuaScript, lua_source
 
 __all__ = [
+    "HISTORY_SCRIPT_KEYS",
     "HISTORY_WRITE_LUA",
     "HistoryPage",
     "HistorySnapshot",
@@ -37,48 +38,37 @@ __all__ = [
     "structured_output",
 ]
 
-# `history_write(k, h)`, the function that appends (`shared/lua/history_write.lua`): the
-# store's own script runs it, and so does the worker's flush, so the arithmetic has one
-# implementation. Its argument `h` is a `HistoryWrite`.
-HISTORY_WRITE_LUA = lua_source("shared.store", "history_write.lua")
-
-# KEYS: the history's keys (`HistoryStore.keys`)   ARGV: a HistoryWrite as JSON
-_WRITE = LuaScript(HISTORY_WRITE_LUA, "return history_write(KEYS, cjson.decode(ARGV[1]))")
-
-
-# Steps from an absolute position: the latest turn's trimmed steps (the overflow holds
-# positions trimmed - len .. trimmed - 1) and then the retained ones. Returns {first, steps}.
-_FROM_POSITION_LUA = """
-local function from_position(steps_key, meta_key, overflow_key, position)
-  local trimmed = tonumber(redis.call('HGET', meta_key, 'trimmed') or '0')
-  local spilled = redis.call('LLEN', overflow_key)
-  local first = math.max(position, trimmed - spilled)
-  local out = {}
-  if first < trimmed then
-    out = redis.call('LRANGE', overflow_key, first - trimmed + spilled, -1)
-  end
-  for _, raw in ipairs(redis.call('LRANGE', steps_key, math.max(first - trimmed, 0), -1)) do
-    out[#out + 1] = raw
-  end
-  return {first, out}
-end
-"""
-
-# KEYS: steps, meta, compactions, turn overflow   ARGV: absolute start of the current turn
-_CONTEXT = LuaScript(
-    _FROM_POSITION_LUA
-    + """
-local start = 0
-local last = redis.call('LINDEX', KEYS[3], -1)
-if last then start = math.min(tonumber(last), tonumber(ARGV[1])) end
-return from_position(KEYS[1], KEYS[2], KEYS[4], start)
-"""
+# `history_write(k, h)`, the function that appends (`shared/store/lua/history_write.lua`):
+# the store's own script runs it, and so does the worker's flush, so the arithmetic has one
+# implementation. Its argument `h` is a `HistoryWrite`; it sums the `USAGE_FIELDS` counters.
+HISTORY_WRITE_LUA = lua_source(
+    "shared.store", "history_write.lua", consts={"usage_counters": USAGE_FIELDS}
 )
+# The history's keys as a script declares them, read as `history_keys.<name>`.
+HISTORY_SCRIPT_KEYS = tuple(f"history.{name}" for name in HISTORY_KEYS)
 
-
-# KEYS: steps, meta, turn overflow   ARGV: absolute position
+_WRITE = LuaScript(
+    "shared.store",
+    "history_append.lua",
+    keys=HISTORY_SCRIPT_KEYS,
+    args=["write"],
+    decode=["write"],
+    uses=[HISTORY_WRITE_LUA],
+)
+_FROM_POSITION_LUA = lua_source("shared.store", "history_from_position.lua")
+_CONTEXT = LuaScript(
+    "shared.store",
+    "history_context.lua",
+    keys=["steps", "meta", "compactions", "overflow"],
+    args=["turn_start"],
+    uses=[_FROM_POSITION_LUA],
+)
 _SINCE = LuaScript(
-    _FROM_POSITION_LUA + "return from_position(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))\n"
+    "shared.store",
+    "history_since.lua",
+    keys=["steps", "meta", "overflow"],
+    args=["position"],
+    uses=[_FROM_POSITION_LUA],
 )
 
 
@@ -200,11 +190,12 @@ class HistoryStore:
         self.max_history_size = (
             DEFAULT_MAX_HISTORY_SIZE if max_history_size is None else max_history_size
         )
-        self._keys = keys.history(conversation_id)
+        self._named = keys.history_by_name(conversation_id)
+        self._keys = list(self._named.values())
 
     @property
     def keys(self) -> list[str]:
-        """steps, meta, turn starts, compactions, usage, turn overflow: `history_write`'s KEYS."""
+        """The history's keys in `HISTORY_KEYS` order: `history_write`'s."""
         return list(self._keys)
 
     # Writes: each is one script, one round trip; pass a pipeline to join a larger one.
@@ -292,7 +283,7 @@ class HistoryStore:
 
         One script: the model's context never needs the steps a summary replaced.
         """
-        keys = [self._keys[0], self._keys[1], self._keys[3], self._keys[5]]
+        keys = _CONTEXT.keys_from(self._named)
         with storage_errors(f"reading context of conversation {self.conversation_id}"):
             first, raw_steps = _CONTEXT(self.client, keys, [turn_start])
         return [self._parse(raw, int(first) + i) for i, raw in enumerate(raw_steps)]
@@ -300,7 +291,7 @@ class HistoryStore:
     def steps_since(self, position: int) -> list[Step]:
         """Retained steps from absolute `position` on (one script)."""
         with storage_errors(f"reading history of conversation {self.conversation_id}"):
-            first, raw_steps = _SINCE(self.client, [*self._keys[:2], self._keys[5]], [position])
+            first, raw_steps = _SINCE(self.client, _SINCE.keys_from(self._named), [position])
         return [self._parse(raw, int(first) + i) for i, raw in enumerate(raw_steps)]
 
     def page(self, offset: int | None, limit: int) -> HistoryPage:
@@ -342,6 +333,14 @@ class HistoryStore:
             pipe.llen(turns_key)
             raw, turns = pipe.execute()
         return UsageSummary(_usage_from(raw, ""), last_turn_usage(raw), int(turns))
+
+    def last_answer(self) -> tuple[str, Any]:
+        """The last response's text and structured output, kept beside history (one HMGET)."""
+        with storage_errors(f"reading history of conversation {self.conversation_id}"):
+            raw: list[str | None] = self.client.hmget(  # type: ignore[assignment]
+                self._keys[1], ["last_response", "last_structured"]
+            )
+        return raw[0] or "", self._parse_structured(raw[1])
 
     def length(self) -> int:
         """Retained steps (one LLEN)."""

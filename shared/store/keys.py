@@ -11,10 +11,13 @@ from dataclasses import dataclass
 
 from shared.errors import InvalidInput
 
-__all__ = ["ID_PATTERN", "KeySpace", "check_id"]
+__all__ = ["HISTORY_KEYS", "ID_PATTERN", "KeySpace", "check_id"]
 
 # Every id (conversation, turn, notification, batch): what may sit inside a key and a hash
 # tag. Matched whole (`fullmatch`), never with `^...$`: `$` also matches before a final "\n".
+# A history's keys by name, in the order `KeySpace.history` lists them: scripts that take
+# them declare `history.<name>` keys and read `history_keys.<name>` (shared/store/lua.py).
+HISTORY_KEYS = ("steps", "meta", "turn_starts", "compactions", "usage", "overflow")
 ID_PATTERN = r"[A-Za-z0-9_.\-]{1,128}"
 _ID = re.compile(ID_PATTERN)
 
@@ -61,15 +64,20 @@ class KeySpace:
         return self._conv(cid, "turn_overflow")
 
     def history(self, cid: str) -> list[str]:
-        """The keys above, in the order `history_write` takes them (shared/lua/)."""
-        return [
+        """The keys above, in `HISTORY_KEYS` order."""
+        return list(self.history_by_name(cid).values())
+
+    def history_by_name(self, cid: str) -> dict[str, str]:
+        """The keys above by their `HISTORY_KEYS` names."""
+        keys = (
             self.steps(cid),
             self.history_meta(cid),
             self.turn_starts(cid),
             self.compactions(cid),
             self.usage(cid),
             self.turn_overflow(cid),
-        ]
+        )
+        return dict(zip(HISTORY_KEYS, keys, strict=True))
 
     # Conversation state
     def conversation(self, cid: str) -> str:
@@ -201,6 +209,30 @@ class KeySpace:
         """STREAM of resolutions: who, when, what, arguments before and after."""
         return f"{self.prefix}:audit"
 
+    def routes(self) -> str:
+        """HASH: route name -> the route (JSON): which approvals go where."""
+        return f"{self.prefix}:routes"
+
+    def route_sent(self, nid: str, recipient: str) -> str:
+        """STRING (expiring): a notification was sent to a route's recipient (exactly once)."""
+        return f"{self.prefix}:route-sent:{check_id(nid, 'notification id')}:{recipient}"
+
+    def route_escalations(self) -> str:
+        """ZSET: "<notification id>|<route>" -> when to escalate it there (claimed by ZREM)."""
+        return f"{self.prefix}:route-escalations"
+
+    def route_log(self) -> str:
+        """STREAM (capped): every attempt to send an approval email, with its outcome."""
+        return f"{self.prefix}:route-log"
+
+    def slack_messages(self, nid: str) -> str:
+        """HASH: channel -> the ts of the Slack message that asks about a notification."""
+        return f"{self.prefix}:slack-messages:{check_id(nid, 'notification id')}"
+
+    def approval_link_used(self, nonce: str) -> str:
+        """STRING (expiring with the link): a signed approval link's nonce, once it was used."""
+        return f"{self.prefix}:approval-link-used:{check_id(nonce, 'link nonce')}"
+
     def reconcile_cursors(self) -> str:
         """HASH: index walked by the reconciler -> where its next page starts ("<score> <id>")."""
         return f"{self.prefix}:reconcile:cursors"
@@ -208,6 +240,18 @@ class KeySpace:
     def reconcile_lock(self) -> str:
         """STRING: held while one sweep reconciles, so two never repair the same entry."""
         return f"{self.prefix}:reconcile:lock"
+
+    def budget(self, kind: str, name: str) -> str:
+        """HASH of an agent's or owner's daily budget: `limit:tokens`, `limit:micros`."""
+        return f"{self.prefix}:budget:{kind}:{name}"
+
+    def budget_day(self, kind: str, name: str, day: str) -> str:
+        """HASH of what an agent or owner spent and has reserved on one UTC day."""
+        return f"{self.prefix}:budget:{kind}:{name}:day:{day}"
+
+    def prices(self) -> str:
+        """HASH of model prices (JSON `Price`) by "<provider>/<model>"."""
+        return f"{self.prefix}:prices"
 
     def usage_by_day(self, day: str) -> str:
         """HASH of token totals by model for one UTC day (YYYY-MM-DD)."""
@@ -232,6 +276,10 @@ class KeySpace:
         """SET of conversation ids dispatched whose hold is not yet known to be released."""
         return self._batch(bid, "releasing")
 
+    def batch_resuming(self, bid: str) -> str:
+        """LIST of waiting items whose approval is settled, waiting for a place under the cap."""
+        return self._batch(bid, "resuming")
+
     def batch_items(self, bid: str) -> str:
         """LIST of items in input order: JSON with the line, its id and its conversation."""
         return self._batch(bid, "items")
@@ -239,6 +287,10 @@ class KeySpace:
     def batch_ids(self, bid: str) -> str:
         """HASH: item id -> conversation id, so a resubmitted item is recognised."""
         return self._batch(bid, "ids")
+
+    def batch_retrying(self, bid: str) -> str:
+        """STRING, expiring: held while a retry queues items again, so two never overlap."""
+        return self._batch(bid, "retrying")
 
     def users(self) -> str:
         """HASH: username -> operator record (password hash)."""
@@ -249,12 +301,12 @@ class KeySpace:
         return f"{self.prefix}:tokens"
 
     def login_attempts(self, client: str) -> str:
-        """STRING: sign-in attempts of one client address this minute."""
-        return f"{self.prefix}:login:{client}"
+        """ZSET: times (ms) of one client address's sign-in attempts in the last minute."""
+        return f"{self.prefix}:login-window:{client}"
 
     def login_attempts_as(self, username: str) -> str:
-        """STRING: sign-in attempts naming one username this minute, from any address."""
-        return f"{self.prefix}:login-user:{username}"
+        """ZSET: times (ms) of attempts naming one username in the last minute, any address."""
+        return f"{self.prefix}:login-window-user:{username}"
 
     def session(self, digest: str) -> str:
         """STRING: one web session (JSON), by the SHA-256 of its id; expires with the session."""
@@ -267,6 +319,25 @@ class KeySpace:
     def tokens_used(self) -> str:
         """HASH: SHA-256 of an API token -> when it was last used (noted once a minute at most)."""
         return f"{self.prefix}:tokens:used"
+
+    def celery_queue(self, queue: str) -> str:
+        """LIST: the broker's messages waiting in `queue` (kombu's key, under Celery's prefix)."""
+        return f"{self.prefix}:celery:{queue}"
+
+    # The task outbox (a broker apart from this Redis): one hash tag, the relay's scripts
+    # touch one slot.
+
+    def task_outbox(self) -> str:
+        """LIST of tasks state writes asked for, waiting for the relay (LPUSH; oldest right)."""
+        return f"{self.prefix}:{{tasks}}:outbox"
+
+    def task_outbox_relaying(self) -> str:
+        """LIST of outbox entries the relay took and has not yet seen published, oldest first."""
+        return f"{self.prefix}:{{tasks}}:relaying"
+
+    def task_relay_lease(self) -> str:
+        """STRING: the token of the one relay publishing the outbox (PX)."""
+        return f"{self.prefix}:{{tasks}}:relay"
 
     def heartbeat(self, process: str) -> str:
         """STRING: when `process` (e.g. `beat`) last showed it is alive; expires when it stops."""
@@ -281,6 +352,10 @@ class KeySpace:
         """HASH: ``<tool>|<scope>`` -> auto, ask or deny; the operator's tool policy."""
         return f"{self.prefix}:policy:rules"
 
+    def policy_titles(self) -> str:
+        """HASH: tool -> JSON list of the argument names that title its requests (at most two)."""
+        return f"{self.prefix}:policy:titles"
+
     def policy_log(self) -> str:
         """STREAM of policy changes: who, when, which rule, before and after."""
         return f"{self.prefix}:policy:log"
@@ -288,6 +363,15 @@ class KeySpace:
     def tool_catalog(self) -> str:
         """HASH: tool name -> JSON (description, built-in default policy), written by workers."""
         return f"{self.prefix}:tools"
+
+    # MCP tool servers
+    def mcp_servers(self) -> str:
+        """HASH: server name -> its record (JSON: how to reach it, state, listed tools)."""
+        return f"{self.prefix}:mcp:servers"
+
+    def mcp_secrets(self) -> str:
+        """HASH: server name -> its environment and header values (JSON), never shown."""
+        return f"{self.prefix}:mcp:secrets"
 
     # Named agents and their schedules
     def agents(self) -> str:
@@ -326,6 +410,32 @@ class KeySpace:
         """ZSET: `<due ms>:<name>` of each slot claimed but not yet fired -> claim time (ms)."""
         return f"{self.prefix}:schedules:claimed"
 
-    def rate_bucket(self, provider: str, model: str, unit: str) -> str:
+    # A provider's rate limits: every key of one provider shares its hash tag, so the grant
+    # script runs in one slot. `scope` is the model a limit is for, or `*` for the provider's.
+    def _rate(self, provider: str, scope: str, name: str) -> str:
+        return f"{self.prefix}:ratelimit:{{{provider}}}:{scope}:{name}"
+
+    def rate_bucket(self, provider: str, scope: str, unit: str) -> str:
         """HASH of one token bucket (`requests` or `tokens`) shared by every worker."""
-        return f"{self.prefix}:ratelimit:{{{provider}:{model}}}:{unit}"
+        return self._rate(provider, scope, unit)
+
+    def rate_queue(self, provider: str, scope: str, cls: str) -> str:
+        """ZSET of the calls of one priority class waiting for a limit: waiter -> its place."""
+        return self._rate(provider, scope, f"wait:{cls}")
+
+    def rate_rounds(self, provider: str, scope: str) -> str:
+        """HASH: batch id -> the last round its waiters were given; `:served` -> the round
+        served last (batches take turns)."""
+        return self._rate(provider, scope, "rounds")
+
+    def rate_amounts(self, provider: str, scope: str) -> str:
+        """HASH: waiter -> the tokens its call asks for."""
+        return self._rate(provider, scope, "amounts")
+
+    def rate_seen(self, provider: str, scope: str) -> str:
+        """ZSET: waiter -> when it last asked (ms); the silent ones are dropped."""
+        return self._rate(provider, scope, "seen")
+
+    def rate_pause(self, provider: str) -> str:
+        """STRING set after the provider answered 429, expiring when its Retry-After ends."""
+        return f"{self.prefix}:ratelimit:{{{provider}}}:paused"

@@ -18,13 +18,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from shared.client.task_message import QueuedTask
 from shared.client.tasks import QueuesAdvance
-from shared.errors import Conflict, CorruptRecord, InvalidInput, NotFound
+from shared.errors import Conflict, CorruptRecord, Forbidden, InvalidInput, NotFound
+from shared.models.config import ToolPolicy
 from shared.models.notifications import (
     RESOLUTION,
     Allow,
@@ -33,13 +34,16 @@ from shared.models.notifications import (
     Notification,
     NotificationStatus,
     PassiveEvent,
+    QuorumAllow,
     Resolution,
     ResolutionKind,
     Submit,
 )
+from shared.models.pending import PendingFilter
 from shared.schema import schema_violations
 from shared.store.base import AdvancingStore
 from shared.store.connection import storage_errors
+from shared.store.conversations import ConversationStore, allow_field
 from shared.store.emit import EMIT_LUA
 from shared.store.inbox_index import (
     INDEXED_FIELD,
@@ -50,15 +54,36 @@ from shared.store.inbox_index import (
 )
 from shared.store.keys import ID_PATTERN
 from shared.store.lua import LuaScript
+from shared.store.policy import PolicyStore
 from shared.store.webhooks import queue_event
 from shared.webhooks.payloads import approval_settled
 
-__all__ = ["NotificationStore", "OnSettled", "Records", "audit_entry", "index_commands"]
+__all__ = [
+    "AUDIT_MAXLEN",
+    "CLAIMED_BY",
+    "Check",
+    "NotificationStore",
+    "OnSettled",
+    "Records",
+    "audit_entry",
+    "index_commands",
+]
 
 AUDIT_MAXLEN = 100_000
 _ID = re.compile(ID_PATTERN)
 
 log = logging.getLogger(__name__)
+
+
+class Check(Protocol):
+    """Refuses (Forbidden) a notification its caller may not resolve; `identity` is who
+    approves (distinct identities make a quorum): `shared.approvers.ResolveCheck`."""
+
+    @property
+    def identity(self) -> str: ...
+
+    def __call__(self, note: Notification) -> None: ...
+
 
 # Given settled notifications and ids without a record that are still in the indexes.
 OnSettled = Callable[[list[Notification], list[str]], None]
@@ -74,43 +99,19 @@ class Records:
     indexed: set[str] = field(default_factory=set)
 
 
-# KEYS: notification, events
-# ARGV: one JSON object: status, resolution (JSON), actor, at, maxlen, ttl_ms, channels,
-#       cid, turn_id, nid, expires_at ('' for none), expired and expiry_actor (an expiry's)
-# The deadline is judged by Redis's clock, the one every resolver shares: after it, a
-# resolution (or a cancel) expires the notification instead and gets {'expired_now', at};
-# an expiry before it changes nothing and gets {'early'}.
+# The compare-and-set that settles a notification (its deadline judged by Redis's clock).
 _RESOLVE = LuaScript(
-    EMIT_LUA
-    + """
-local a = cjson.decode(ARGV[1])
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return {'not_found'} end
-if status ~= 'pending' then
-  return {status, redis.call('HGET', KEYS[1], 'resolved_by') or '',
-          redis.call('HGET', KEYS[1], 'resolved_at') or '0',
-          redis.call('HGET', KEYS[1], 'resolution') or ''}
-end
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
-local deadline = tonumber(a.expires_at)
-local new, resolution, actor, at = a.status, a.resolution, a.actor, a.at
-if deadline and new == 'expired' and now < deadline then return {'early'} end
-if deadline and new ~= 'expired' and now >= deadline then
-  new, resolution, actor, at = 'expired', a.expired, a.expiry_actor, string.format('%.6f', now)
-end
-redis.call('HSET', KEYS[1], 'status', new, 'resolution', resolution, 'resolved_by', actor,
-           'resolved_at', at)
-if a.queue ~= '' then redis.call('LPUSH', a.queue, a.task) end
-emit(KEYS[2], a.maxlen, a.ttl_ms, a.channels, cjson.encode(
-  {kind = 'notification', conversation_id = a.cid, turn_id = a.turn_id, notification_id = a.nid,
-   notification_kind = 'interaction', status = new}))
-if new ~= a.status then return {'expired_now', at} end
-return {'ok'}
-"""
+    "shared.store",
+    "notification_resolve.lua",
+    keys=["notification", "events"],
+    args=["request"],
+    decode=["request"],
+    uses=[EMIT_LUA],
 )
 
 EXPIRY_ACTOR = "system:expiry"
+CLAIMED_BY = "claimed_by"  # who claimed a pending notification (shared/store/claims.py)
+_ALLOW_FIELD = "allow:"  # `allow:<approver>` = the arguments' hash: an allow towards a quorum
 EXPIRED = Deny(reason="expired")
 # Deadline entries read per page by `expire_due`, and at most per pass: stale entries
 # are dropped as they are met, so they never hold back the notifications behind them.
@@ -151,6 +152,14 @@ class NotificationStore(AdvancingStore):
                     "resolution": resolution,
                     "resolved_by": raw.get("resolved_by") or None,
                     "resolved_at": float(raw["resolved_at"]) if raw.get("resolved_at") else None,
+                    "approvals_needed": int(raw["quorum"]) if raw.get("quorum") else None,
+                    "allowed_by": [
+                        QuorumAllow(by=name.removeprefix(_ALLOW_FIELD), arguments_hash=value)
+                        for name, value in sorted(raw.items())
+                        if name.startswith(_ALLOW_FIELD)
+                    ],
+                    "claimed_by": raw.get(CLAIMED_BY) or None,
+                    "claimed_at": float(raw["claimed_at"]) if raw.get("claimed_at") else None,
                 }
             )
         except (KeyError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
@@ -158,62 +167,44 @@ class NotificationStore(AdvancingStore):
 
     def pending(
         self,
+        where: PendingFilter | None = None,
+        /,
         *,
-        tool: str | None = None,
-        batch_id: str | None = None,
-        conversation_id: str | None = None,
-        min_age_s: float | None = None,
         offset: int = 0,
         limit: int = 50,
+        **facets: Any,
     ) -> list[Notification]:
-        """One page of pending notifications matching every filter given, oldest first."""
-        return self.load(
-            self.pending_ids(
-                tool=tool,
-                batch_id=batch_id,
-                conversation_id=conversation_id,
-                min_age_s=min_age_s,
-                offset=offset,
-                limit=limit,
-            )
-        )
+        """A page of the pending notifications `where` (or the facets) matches, oldest first."""
+        return self.load(self.pending_ids(_where(where, facets), offset=offset, limit=limit))
 
     def pending_ids(
         self,
+        where: PendingFilter | None = None,
+        /,
         *,
-        tool: str | None = None,
-        batch_id: str | None = None,
-        conversation_id: str | None = None,
-        min_age_s: float | None = None,
         offset: int = 0,
         limit: int = 50,
+        **facets: Any,
     ) -> list[str]:
         """The ids of `pending`'s page, for `load` (which can leave unreadable ones out)."""
-        newest = "+inf" if min_age_s is None else time.time() - min_age_s
+        where = _where(where, facets)
         with (
             storage_errors("listing notifications"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            index = self._index(pipe, tool, batch_id, conversation_id)
-            pipe.zrangebyscore(index, "-inf", newest, start=offset, num=limit)
+            index = self._index(pipe, where)
+            pipe.zrangebyscore(index, "-inf", _newest(where), start=offset, num=limit)
             return [str(i) for i in pipe.execute()[-1]]
 
-    def count_pending(
-        self,
-        *,
-        tool: str | None = None,
-        batch_id: str | None = None,
-        conversation_id: str | None = None,
-        min_age_s: float | None = None,
-    ) -> int:
-        """How many pending notifications match every filter given."""
-        newest = "+inf" if min_age_s is None else time.time() - min_age_s
+    def count_pending(self, where: PendingFilter | None = None, /, **facets: Any) -> int:
+        """How many pending notifications match `where` (or the facets given)."""
+        where = _where(where, facets)
         with (
             storage_errors("counting notifications"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            index = self._index(pipe, tool, batch_id, conversation_id)
-            pipe.zcount(index, "-inf", newest)
+            index = self._index(pipe, where)
+            pipe.zcount(index, "-inf", _newest(where))
             return int(pipe.execute()[-1])
 
     def count_pending_each(self, groups: list[tuple[str | None, str | None]]) -> list[int]:
@@ -227,7 +218,7 @@ class NotificationStore(AdvancingStore):
         ):
             positions = []
             for batch_id, tool in groups:
-                pipe.zcard(self._index(pipe, tool, batch_id, None))
+                pipe.zcard(self._index(pipe, PendingFilter(tool=tool, batch_id=batch_id)))
                 positions.append(len(pipe) - 1)
             replies = pipe.execute()
         return [int(replies[i]) for i in positions]
@@ -238,16 +229,14 @@ class NotificationStore(AdvancingStore):
             ids = self.client.zrevrange(self.keys.notifications_all(), offset, offset + limit - 1)
         return self.load([str(i) for i in ids])
 
-    def _index(
-        self, pipe: Any, tool: str | None, batch_id: str | None, conversation_id: str | None
-    ) -> str:
+    def _index(self, pipe: Any, where: PendingFilter) -> str:
         """The index to read: one facet's, or (queued on `pipe`) the intersection of several."""
         facets = [
             (name, value)
             for name, value in (
-                ("conversation", conversation_id),
-                ("batch", batch_id),
-                ("tool", tool),
+                ("conversation", where.conversation_id),
+                ("batch", where.batch_id),
+                ("tool", where.tool),
             )
             if value
         ]
@@ -298,31 +287,92 @@ class NotificationStore(AdvancingStore):
     # Resolving
 
     def resolve(
-        self, nid: str, resolution: Resolution | dict[str, Any], *, actor: str
+        self,
+        nid: str,
+        resolution: Resolution | dict[str, Any],
+        *,
+        actor: str,
+        check: Check | None = None,
+        audit_scope: str = "",
     ) -> Notification:
-        """Validates, then compare-and-sets from pending; the first resolution wins."""
-        note = self.get(nid)
-        decision = self._validated(note, resolution)
-        self._cas(note, NotificationStatus.RESOLVED, decision, actor)
-        if isinstance(decision, Allow) and decision.sticky:
-            self._allow_siblings(note, decision.sticky, actor)
-        return self.get(nid)
+        """Validates, then compare-and-sets from pending; the first resolution wins.
 
-    def _allow_siblings(self, note: Notification, scope: str, actor: str) -> None:
-        """A sticky allow also settles what already waits for the same tool in its scope."""
-        scope_filter = (
-            {"batch_id": note.batch_id}
-            if scope == "batch"
-            else {"conversation_id": note.conversation_id}
+        `check` (the caller's `shared.approvers.ResolveCheck`) may refuse the notification
+        first; `audit_scope` (the resolver's role and scopes) goes into the audit entry.
+        """
+        note = self.get(nid)
+        if check is not None:
+            check(note)
+        decision = self._validated(note, resolution)
+        quorum = self.quorum(note) if isinstance(decision, Allow) else 1
+        self._cas(
+            note,
+            NotificationStatus.RESOLVED,
+            decision,
+            actor,
+            audit_scope=audit_scope,
+            quorum=quorum,
+            approver=check.identity if check is not None else actor,
         )
-        for sibling in self.pending(tool=note.tool_name, limit=10_000, **scope_filter):
+        settled = self.get(nid)
+        if isinstance(decision, Allow) and decision.sticky and settled.resolution is not None:
+            if decision.sticky == "batch" and note.batch_id and note.tool_name:
+                # before the siblings are settled, so that an item deciding now runs unasked
+                # (the resumed leg writes the same; it came too late for an item that parked
+                # between this scan and that leg: seen under the gevent worker)
+                with storage_errors(f"allowing {note.tool_name} for batch {note.batch_id}"):
+                    self.client.hset(
+                        self.keys.batch(note.batch_id), allow_field(note.tool_name), "1"
+                    )
+            self._allow_siblings(note, decision.sticky, actor, check, audit_scope)
+        return settled
+
+    def quorum(self, note: Notification) -> int:
+        """How many distinct approvers must allow `note`: its tool's `ask` rule's `approvals`."""
+        tool = note.tool_name
+        if tool is None:
+            return 1
+        rules = PolicyStore(self.client, self.keys).load()
+        if not any(rule.tool == tool and rule.approvals > 1 for rule in rules.rules):
+            return 1
+        try:
+            record = ConversationStore(self.client, self.keys, self.settings).get(
+                note.conversation_id
+            )
+            labels = record.config.labels
+        except NotFound:
+            labels = []
+        rule = rules.rule_for(tool, batch_id=note.batch_id, labels=labels)
+        return rule.approvals if rule is not None and rule.policy is ToolPolicy.ASK else 1
+
+    def _allow_siblings(
+        self,
+        note: Notification,
+        scope: str,
+        actor: str,
+        check: Check | None = None,
+        audit_scope: str = "",
+    ) -> None:
+        """A sticky allow also settles what already waits for the same tool in its scope."""
+        where = (
+            PendingFilter(tool=note.tool_name, batch_id=note.batch_id)
+            if scope == "batch"
+            else PendingFilter(tool=note.tool_name, conversation_id=note.conversation_id)
+        )
+        for sibling in self.pending(where, limit=10_000):
             if sibling.id == note.id or sibling.tool_name != note.tool_name:
                 continue
             try:
+                if check is not None:
+                    check(sibling)  # a scoped approver's sticky allow stays in its scopes
                 self._cas(
-                    sibling, NotificationStatus.RESOLVED, Allow(), f"{actor} (sticky {scope})"
+                    sibling,
+                    NotificationStatus.RESOLVED,
+                    Allow(),
+                    f"{actor} (sticky {scope})",
+                    audit_scope=audit_scope,
                 )
-            except Conflict:
+            except (Conflict, Forbidden):
                 continue
 
     def expire(self, nid: str) -> bool:
@@ -448,6 +498,9 @@ class NotificationStore(AdvancingStore):
         actor: str,
         *,
         advance: bool = True,
+        audit_scope: str = "",
+        quorum: int = 1,
+        approver: str = "",
     ) -> bool:
         """Settles `note` from pending; False for an expiry before the deadline.
 
@@ -461,17 +514,23 @@ class NotificationStore(AdvancingStore):
             queued = self.tasks.queued_advance(note.conversation_id)
         with storage_errors(f"resolving notification {note.id}"):
             argument = self._cas_argument(note, status, decision, actor, now, queued)
-            reply = _RESOLVE(self.client, keys, [argument])
+            argument["quorum"] = quorum
+            argument["approver"] = approver or actor
+            argument["pin"] = _pin(note, decision)
+            reply = _RESOLVE(self.client, keys, [json.dumps(argument)])
         send = advance and queued is None
         if reply[0] == "early":
             return False
+        if reply[0] == "parked":  # an allow short of its quorum: recorded and audited
+            self._audit(note, NotificationStatus.PENDING, decision, actor, now, audit_scope)
+            return True
         if reply[0] == "expired_now":
             at = float(reply[1])
             self._settled(note, NotificationStatus.EXPIRED, EXPIRED, EXPIRY_ACTOR, at, send)
             raise _conflict(note, [NotificationStatus.EXPIRED.value, EXPIRY_ACTOR, reply[1], ""])
         if reply[0] != "ok":
             raise _conflict(note, reply)
-        self._settled(note, status, decision, actor, now, send)
+        self._settled(note, status, decision, actor, now, send, audit_scope)
         return True
 
     def _settled(
@@ -482,6 +541,7 @@ class NotificationStore(AdvancingStore):
         actor: str,
         at: float,
         advance: bool,
+        audit_scope: str = "",
     ) -> None:
         """What follows a compare-and-set: the conversation's next leg, then indexes and audit.
 
@@ -492,7 +552,7 @@ class NotificationStore(AdvancingStore):
             if advance and self.tasks is not None:
                 self.tasks.advance(note.conversation_id)
         finally:
-            self._after(note, status, decision, actor, at)
+            self._after(note, status, decision, actor, at, audit_scope)
 
     def _cas_argument(
         self,
@@ -502,8 +562,8 @@ class NotificationStore(AdvancingStore):
         actor: str,
         now: float,
         queued: QueuedTask | None,
-    ) -> str:
-        return json.dumps(
+    ) -> dict[str, Any]:
+        return dict(
             {
                 "queue": queued.key if queued else "",
                 "task": queued.message if queued else "",
@@ -523,6 +583,20 @@ class NotificationStore(AdvancingStore):
             }
         )
 
+    def _audit(
+        self,
+        note: Notification,
+        status: NotificationStatus,
+        decision: Resolution | None,
+        actor: str,
+        now: float,
+        audit_scope: str,
+    ) -> None:
+        """An audit entry alone: an allow that counts towards a quorum."""
+        entry = audit_entry(note, status, decision, actor, now, audit_scope)
+        with storage_errors(f"auditing notification {note.id}"):
+            self.client.xadd(self.keys.audit(), entry, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
+
     def _after(
         self,
         note: Notification,
@@ -530,9 +604,10 @@ class NotificationStore(AdvancingStore):
         decision: Resolution | None,
         actor: str,
         now: float,
+        audit_scope: str = "",
     ) -> None:
         """Writes the audit entry and drops the notification from the pending indexes."""
-        entry = audit_entry(note, status, decision, actor, now)
+        entry = audit_entry(note, status, decision, actor, now, audit_scope)
         with (
             storage_errors(f"indexing notification {note.id}"),
             self.client.pipeline(transaction=False) as pipe,
@@ -568,8 +643,10 @@ def audit_entry(
     decision: Resolution | None,
     actor: str,
     at: float,
+    scope: str = "",
 ) -> dict[str, str | float]:
-    """The audit log's record of one settlement of `note`."""
+    """The audit log's record of one settlement of `note`; `scope` is the resolver's role and
+    scopes (empty for the system and direct clients)."""
     return {
         "notification_id": note.id,
         "conversation_id": note.conversation_id,
@@ -582,7 +659,17 @@ def audit_entry(
         "arguments_before": json.dumps(note.tool_call.args if note.tool_call else None),
         "arguments_after": json.dumps(_arguments_after(note, decision)),
         "reason": decision.reason if isinstance(decision, Deny) else "",
+        "scope": scope,
+        "claimed_by": note.claimed_by or "",
     }
+
+
+def _pin(note: Notification, decision: Resolution | None) -> str:
+    """The hash of the arguments an allow runs the call with: allows count together only when
+    they allow the same arguments (an edit must be allowed as edited)."""
+    arguments = _arguments_after(note, decision) if isinstance(decision, Allow) else None
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def _well_formed(nid: str) -> bool:
@@ -631,3 +718,18 @@ def _conflict(note: Notification, reply: list[Any]) -> Exception:
         return Conflict(f"notification {nid} was cancelled at {_when(at)}: its turn was aborted")
     kind = json.loads(raw).get("kind", "?") if raw else "?"
     return Conflict(f"notification {nid} was already resolved ({kind}) by {by} at {_when(at)}")
+
+
+def _where(where: PendingFilter | None, facets: dict[str, Any]) -> PendingFilter:
+    """The filter given whole, or built from keyword facets (`pending(batch_id=...)`)."""
+    if where is not None and facets:
+        raise TypeError("give a PendingFilter or facets, not both")
+    unknown = facets.keys() - PendingFilter.model_fields.keys()
+    if unknown:
+        raise TypeError(f"unknown pending-notification filters: {sorted(unknown)}")
+    return where if where is not None else PendingFilter(**facets)
+
+
+def _newest(where: PendingFilter) -> float | str:
+    """The newest creation time `where` admits (its minimum age ago), as a ZSET bound."""
+    return "+inf" if where.min_age_s is None else time.time() - where.min_age_s

@@ -30,7 +30,7 @@ from shared.models.webhooks import WebhookEvent, WebhookEventKind
 from shared.store.agents import AgentStore
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
-from shared.store.lua import LuaScript, lua_source
+from shared.store.lua import LuaScript
 from shared.store.webhooks import queue_event
 
 __all__ = ["MAX_QUEUED_RUNS", "Claim", "ScheduleStore", "to_ms"]
@@ -40,19 +40,22 @@ _RUNS_MAXLEN = 1_000
 _SHOWN_NEXT = 5
 _SKIPS = {RunOutcome.SKIPPED, RunOutcome.MISSED}
 
-_CLAIM = LuaScript(lua_source("shared.store", "schedule_claim.lua"))
-_RECLAIM = LuaScript(lua_source("shared.store", "schedule_reclaim.lua"))
+_CLAIM = LuaScript(
+    "shared.store",
+    "schedule_claim.lua",
+    keys=["due", "claimed"],
+    args=["request"],
+    decode=["request"],
+)
+_RECLAIM = LuaScript(
+    "shared.store", "schedule_reclaim.lua", keys=["claimed"], args=["request"], decode=["request"]
+)
 
-# KEYS: state, queue   ARGV: the conversation the queued fires wait for, the prefix of a
-# run's conversation id -> the due ms of the next queued fire, taken by this caller (its run
-# becomes the one the next waits for); nil when none, or another caller took it
 _TAKE_QUEUED = LuaScript(
-    """
-if (redis.call('HGET', KEYS[1], 'conversation_id') or '') ~= ARGV[1] then return nil end
-local due = redis.call('LPOP', KEYS[2])
-if due then redis.call('HSET', KEYS[1], 'conversation_id', ARGV[2] .. due) end
-return due
-"""
+    "shared.store",
+    "schedule_take_queued.lua",
+    keys=["state", "queue"],
+    args=["after", "run_prefix"],
 )
 
 

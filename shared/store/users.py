@@ -1,4 +1,4 @@
-"""Who may use Signoff: operator accounts, API tokens with roles, and sign-in throttling.
+"""Who may use Signoff: operator accounts and API tokens with roles.
 
 Used by the web UI (sign-in, bearer tokens, the token and user API) and by the CLI
 (`signoff user`, `signoff token`). Passwords are stored as werkzeug password hashes
@@ -16,15 +16,16 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 
 import redis
 from pydantic import BaseModel, ValidationError
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from shared.errors import Conflict, CorruptRecord, InvalidInput, NotFound
+from shared.models.owners import OWNER_SEPARATOR, is_internal_owner
+from shared.models.users import Role, check_scopes, scope_text
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
 from shared.store.sessions import SessionStore
@@ -35,13 +36,12 @@ __all__ = [
     "TOKEN_NAME_PATTERN",
     "ApiToken",
     "IssuedToken",
-    "LoginThrottle",
-    "Role",
     "TokenRecord",
     "TokenStore",
     "UserInfo",
     "UserRecord",
     "UserStore",
+    "checked_access",
 ]
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,6 @@ _USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 _MIN_PASSWORD = 8
 _TOKEN_PREFIX = "so_"  # noqa: S105 (a marker, not a secret)
 _TOKEN_ID_LENGTH = 12
-_LOGIN_WINDOW_S = 60
 _USE_NOTED_EVERY_S = 60  # a token's "last used" is written at most this often
 MAX_TOKEN_LIFETIME_S = 10 * 365 * 86_400
 MAX_TOKEN_NAME = 100
@@ -65,32 +64,23 @@ _INVISIBLE = (
     "\U000e0001\U000e0020-\U000e007f"
 )
 _SPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"  # str.isspace
-# A token name: not only whitespace, and no character in it invisible. The API declares it.
-TOKEN_NAME_PATTERN = f"^[^{_INVISIBLE}]*[^{_INVISIBLE}{_SPACE}][^{_INVISIBLE}]*$"
+# A token name: not only whitespace, no character in it invisible, and not the internal
+# owners' separator (no token may act as a batch, trigger or schedule). The API declares it.
+_NOT_IN_NAME = _INVISIBLE + OWNER_SEPARATOR
+TOKEN_NAME_PATTERN = f"^[^{_NOT_IN_NAME}]*[^{_NOT_IN_NAME}{_SPACE}][^{_NOT_IN_NAME}]*$"
 _TOKEN_NAME = re.compile(TOKEN_NAME_PATTERN[1:-1])
 
 
-class Role(str, Enum):
-    """What a caller may do; each role includes the ones below it."""
-
-    VIEWER = "viewer"  # reads
-    SUBMITTER = "submitter"  # creates conversations, sends prompts, aborts, closes
-    OPERATOR = "operator"  # also resolves notifications, owns the tool policy, tokens, users
-
-    def allows(self, required: Role) -> bool:
-        return _RANK[self] >= _RANK[required]
-
-
-_RANK = {Role.VIEWER: 0, Role.SUBMITTER: 1, Role.OPERATOR: 2}
-
-
 class UserRecord(BaseModel):
-    """An operator account as stored."""
+    """An account as stored; accounts from before roles are operators."""
 
     password_hash: str
     created_at: float
     disabled: bool = False
     generation: int = 0  # moves on whenever every session of the account must end
+    role: Role = Role.OPERATOR
+    scopes: list[str] = []  # an approver's (`shared.approvers`); none means every approval
+    slack_user: str | None = None  # the Slack user id that acts as this account in Slack
 
 
 @dataclass(frozen=True)
@@ -100,6 +90,8 @@ class UserInfo:
     username: str
     created_at: float
     disabled: bool
+    role: Role = Role.OPERATOR
+    scopes: tuple[str, ...] = ()
 
 
 class TokenRecord(BaseModel):
@@ -109,6 +101,7 @@ class TokenRecord(BaseModel):
     role: Role
     created_at: float
     expires_at: float | None = None
+    scopes: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -121,6 +114,7 @@ class ApiToken:
     created_at: float
     expires_at: float | None = None
     last_used_at: float | None = None
+    scopes: tuple[str, ...] = ()
 
     def expired(self, now: float | None = None) -> bool:
         """Whether the token is past its expiry (a token without one never expires)."""
@@ -154,6 +148,22 @@ def _dummy_hash() -> str:
     return generate_password_hash(secrets.token_hex(16))
 
 
+def checked_access(role: Role | str, scopes: Iterable[str]) -> tuple[Role, tuple[str, ...]]:
+    """The role and its scopes; scopes narrow an approver, so only an approver has them."""
+    try:
+        chosen = Role(role)
+    except ValueError:
+        names = ", ".join(r.value for r in Role)
+        raise InvalidInput(f"role: {str(role)[:30]!r} is not one of {names}") from None
+    found = check_scopes(scopes)
+    if found and chosen is not Role.APPROVER:
+        raise InvalidInput(
+            f"scope: only an approver has scopes (they narrow what it may resolve); "
+            f"a {chosen.value} has none"
+        )
+    return chosen, found
+
+
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -166,9 +176,18 @@ class UserStore:
         self.key = keys.users()
         self.sessions = SessionStore(client, keys)
 
-    def add(self, username: str, password: str) -> None:
+    def add(
+        self,
+        username: str,
+        password: str,
+        *,
+        role: Role | str = Role.OPERATOR,
+        scopes: Iterable[str] = (),
+    ) -> None:
         """Creates an account; Conflict when the username is taken."""
+        chosen, found = checked_access(role, scopes)
         record = self._record(_check_username(username), _check_password(password))
+        record = record.model_copy(update={"role": chosen, "scopes": list(found)})
         with storage_errors(f"adding user {username}"):
             created = self.client.hsetnx(self.key, username, record.model_dump_json())
         if not created:
@@ -187,18 +206,41 @@ class UserStore:
         log.info("password of user %s changed by %s; %d sessions ended", username, actor, ended)
         return ended
 
-    def ensure(self, username: str, password: str) -> None:
-        """Creates the account or resets its password, unless it already has this one.
+    def ensure(
+        self,
+        username: str,
+        password: str,
+        *,
+        role: Role | str | None = None,
+        scopes: Iterable[str] | None = None,
+        actor: str = "the admin password setting",
+    ) -> None:
+        """Creates the account or resets its password, unless it already has this one; sets
+        its role and scopes when given (a new account is an operator by default).
 
         A disabled account stays disabled: a restart with the admin password set
         does not undo `signoff user disable`.
         """
-        if self.verify(username, password):
-            return
-        try:
-            self.add(username, password)
-        except Conflict:
-            self.set_password(username, password, actor="the admin password setting")
+        if role is not None or scopes is not None:
+            checked_access(role or Role.OPERATOR, scopes or ())
+        if not self.verify(username, password):
+            try:
+                self.add(username, password, role=role or Role.OPERATOR, scopes=scopes or ())
+                return
+            except Conflict:
+                self.set_password(username, password, actor=actor)
+        if role is not None or scopes is not None:
+            self.set_access(username, role or Role.OPERATOR, scopes or (), actor=actor)
+
+    def set_access(
+        self, username: str, role: Role | str, scopes: Iterable[str], *, actor: str
+    ) -> None:
+        """Gives the account a role and scopes; its sessions have them from their next request."""
+        chosen, found = checked_access(role, scopes)
+        self._update(
+            username, lambda r: r.model_copy(update={"role": chosen, "scopes": list(found)})
+        )
+        log.info("user %s is %s (%s), set by %s", username, chosen.value, scope_text(found), actor)
 
     def disable(self, username: str, *, actor: str) -> int:
         """Refuses the account's sign-ins and ends its sessions; returns how many were live."""
@@ -230,6 +272,23 @@ class UserStore:
         """Whether the password is right (whether or not the account is disabled)."""
         return self.authenticate(username, password) is not None
 
+    def set_slack_user(self, username: str, slack_user: str, *, actor: str) -> None:
+        """Maps a Slack user id to the account: its Allow and Deny in Slack are this account's."""
+        if not re.fullmatch(r"[A-Z0-9]{2,32}", slack_user):
+            raise InvalidInput(f"slack user id {slack_user[:40]!r} must look like U012ABCDEF")
+        self._update(username, lambda r: r.model_copy(update={"slack_user": slack_user}))
+        log.info("user %s is Slack user %s, set by %s", username, slack_user, actor)
+
+    def by_slack_user(self, slack_user: str) -> tuple[str, UserRecord] | None:
+        """The enabled account a Slack user id is mapped to, or None."""
+        with storage_errors("listing users"):
+            raw: dict[str, str] = self.client.hgetall(self.key)  # type: ignore[assignment]
+        for name, doc in raw.items():
+            record = self._parse(name, doc)
+            if record.slack_user == slack_user and not record.disabled:
+                return name, record
+        return None
+
     def exists(self, username: str) -> bool:
         with storage_errors(f"reading user {username}"):
             return bool(self.client.hexists(self.key, username))
@@ -245,7 +304,7 @@ class UserStore:
         record = self.record(username)
         if record is None:
             raise NotFound(f"user {username} does not exist")
-        return UserInfo(username, record.created_at, record.disabled)
+        return _info(username, record)
 
     def usernames(self) -> list[str]:
         with storage_errors("listing users"):
@@ -257,8 +316,7 @@ class UserStore:
             raw: dict[str, str] = self.client.hgetall(self.key)  # type: ignore[assignment]
         infos = []
         for name in sorted(raw):
-            record = self._parse(name, raw[name])
-            infos.append(UserInfo(name, record.created_at, record.disabled))
+            infos.append(_info(name, self._parse(name, raw[name])))
         return infos
 
     def remove(self, username: str) -> None:
@@ -312,14 +370,16 @@ class TokenStore:
         *,
         expires_in_s: int | None = None,
         actor: str = "unknown",
+        scopes: Iterable[str] = (),
     ) -> IssuedToken:
         """Stores a new token; its plain value is in the answer, the only time it is seen."""
+        chosen, found = checked_access(role, scopes)
         if not name.strip() or len(name) > MAX_TOKEN_NAME:
             raise InvalidInput(f"token name must be 1-{MAX_TOKEN_NAME} characters")
         if not _TOKEN_NAME.fullmatch(name):
             raise InvalidInput(
-                f"token name {name!r} must not contain control characters or invisible "
-                "formatting characters"
+                f"token name {name!r} must not contain {OWNER_SEPARATOR!r} (it marks internal "
+                "owners such as batch:<id>), control characters or invisible formatting characters"
             )
         if expires_in_s is not None and not 0 < expires_in_s <= MAX_TOKEN_LIFETIME_S:
             raise InvalidInput(
@@ -329,7 +389,11 @@ class TokenStore:
         now = time.time()
         expires_at = None if expires_in_s is None else now + expires_in_s
         record = TokenRecord(
-            name=name.strip(), role=Role(role), created_at=now, expires_at=expires_at
+            name=name.strip(),
+            role=chosen,
+            created_at=now,
+            expires_at=expires_at,
+            scopes=list(found),
         )
         digest = token_digest(token)
         with storage_errors(f"creating token {name}"):
@@ -386,6 +450,26 @@ class TokenStore:
         log.info("API token %s (%s) revoked by %s", token_id, revoked.name, actor)
         return revoked
 
+    def rename_owner_lookalikes(self) -> list[tuple[ApiToken, str]]:
+        """Renames tokens named like an internal owner (made before names were restricted).
+
+        Each `:` becomes `-`; returns each renamed token (as it was) with its new name.
+        """
+        with storage_errors("listing API tokens"):
+            raw: dict[str, str] = self.client.hgetall(self.key)  # type: ignore[assignment]
+        renamed: list[tuple[ApiToken, str]] = []
+        for digest, value in raw.items():
+            token = self._parse(digest, value, None)
+            if is_internal_owner(token.name):
+                new_name = token.name.replace(OWNER_SEPARATOR, "-")
+                record = TokenRecord.model_validate_json(value).model_copy(
+                    update={"name": new_name}
+                )
+                with storage_errors(f"renaming API token {token.token_id}"):
+                    self.client.hset(self.key, digest, record.model_dump_json())
+                renamed.append((token, new_name))
+        return renamed
+
     def _note_use(self, digest: str, found: ApiToken) -> None:
         now = time.time()
         if found.expired(now):
@@ -406,7 +490,12 @@ class TokenStore:
             record.created_at,
             record.expires_at,
             _as_time(used),
+            tuple(record.scopes),
         )
+
+
+def _info(username: str, record: UserRecord) -> UserInfo:
+    return UserInfo(username, record.created_at, record.disabled, record.role, tuple(record.scopes))
 
 
 def _as_time(raw: str | None) -> float | None:
@@ -414,54 +503,3 @@ def _as_time(raw: str | None) -> float | None:
         return None if raw is None else float(raw)
     except ValueError:
         return None
-
-
-class LoginThrottle:
-    """Counts sign-in attempts in fixed one-minute windows (INCR + EXPIRE).
-
-    Per client address, and per username from any address, so that one account
-    cannot be guessed at from many addresses at once.
-    """
-
-    def __init__(
-        self,
-        client: redis.Redis,
-        keys: KeySpace,
-        *,
-        per_minute: int,
-        per_user_per_minute: int | None = None,
-    ) -> None:
-        self.client = client
-        self.keys = keys
-        self.per_minute = per_minute
-        self.per_user_per_minute = per_user_per_minute or per_minute
-
-    def attempt(self, client_id: str) -> bool:
-        """Records one attempt; False when the client is over its limit for this minute."""
-        return self._count(self.keys.login_attempts(_client_key(client_id))) <= self.per_minute
-
-    def attempt_as(self, username: str) -> bool:
-        """Records one attempt naming `username` (known or not); False when over its limit."""
-        key = self.keys.login_attempts_as(_username_key(username))
-        return self._count(key) <= self.per_user_per_minute
-
-    def _count(self, key: str) -> int:
-        with storage_errors("counting sign-in attempts"), self.client.pipeline() as pipe:
-            pipe.incr(key)
-            pipe.expire(key, _LOGIN_WINDOW_S, nx=True)
-            count, _ = pipe.execute()
-        return int(count)
-
-
-def _client_key(client_id: str) -> str:
-    """An address as a key part: IPv4/IPv6 characters only, anything else hashed."""
-    if re.fullmatch(r"[0-9A-Fa-f.:]{1,45}", client_id):
-        return client_id
-    return hashlib.sha256(client_id.encode()).hexdigest()[:32]
-
-
-def _username_key(username: str) -> str:
-    """A username as a key part: a valid one as it is, anything else hashed."""
-    if _USERNAME.fullmatch(username):
-        return username
-    return "#" + hashlib.sha256(username.encode()).hexdigest()[:32]

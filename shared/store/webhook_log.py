@@ -32,13 +32,19 @@ from shared.models.webhooks import (
 )
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
-from shared.store.lua import LuaScript, lua_source
+from shared.store.lua import LuaScript
 
 __all__ = ["MAX_ATTEMPTS_KEPT", "DeliveryLog", "delivery_id"]
 
 MAX_ATTEMPTS_KEPT = 50  # per delivery, re-sends included
 
-_TAKE_OVERDUE = LuaScript(lua_source("shared.store", "webhook_take_overdue.lua"))
+_TAKE_OVERDUE = LuaScript(
+    "shared.store",
+    "webhook_take_overdue.lua",
+    keys=["pending"],
+    args=["request"],
+    decode=["request"],
+)
 
 
 def delivery_id(event_id: str, endpoint_id: str) -> str:

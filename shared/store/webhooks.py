@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from shared.errors import CorruptRecord, NotFound
 from shared.models.webhooks import EndpointRequest, WebhookEndpoint, WebhookEvent, WebhookEventKind
+from shared.outbound import OutboundPolicy
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript, lua_source
@@ -36,7 +37,13 @@ __all__ = [
 OUTBOX_MAXLEN = 100_000  # events not yet dispatched; the dispatcher keeps up in milliseconds
 # `outbox_add(endpoints, outbox, event, maxlen)`, for scripts that emit webhook events.
 OUTBOX_LUA = lua_source("shared.store", "webhook_outbox.lua")
-_OUTBOX = LuaScript(OUTBOX_LUA, "return outbox_add(KEYS[1], KEYS[2], ARGV[1], ARGV[2])")
+_OUTBOX = LuaScript(
+    "shared.store",
+    "webhook_outbox_add.lua",
+    keys=["endpoints", "outbox"],
+    args=["event", "maxlen"],
+    uses=[OUTBOX_LUA],
+)
 
 
 def queue_event(pipe: Any, keys: KeySpace, event: WebhookEvent) -> None:
@@ -76,12 +83,17 @@ def emit_webhook_event(
 class EndpointStore:
     """The endpoints operators registered."""
 
-    def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: KeySpace, *, outbound: OutboundPolicy | None = None
+    ) -> None:
         self.client = client
         self.keys = keys
+        self.outbound = outbound  # given, a URL on a refused address is not registered
 
     def add(self, request: EndpointRequest, *, actor: str) -> WebhookEndpoint:
         """Registers an endpoint; the returned one carries its secret (shown once)."""
+        if self.outbound is not None:
+            self.outbound.check_url(request.url)
         endpoint = WebhookEndpoint(
             id=f"wh_{secrets.token_hex(6)}",
             url=request.url,

@@ -117,16 +117,21 @@ def turn_failed(cid: str, turn_id: str, error: str, batch_id: str | None) -> Web
     )
 
 
-def batch_finished(batch_id: str, status: str, counts: dict[str, Any]) -> WebhookEvent:
-    """A batch whose items all ended: `status` is `done`, or `cancelled`."""
+def batch_finished(
+    batch_id: str, status: str, counts: dict[str, Any], *, retries: int = 0
+) -> WebhookEvent:
+    """A batch whose items all ended: `status` is `done`, or `cancelled`. A batch retried
+    `retries` times finishes once more after each: each end is its own event."""
     how = "was cancelled" if status == "cancelled" else "finished"
+    after = f":retry-{retries}" if retries else ""
     return WebhookEvent(
-        event_id=f"batch.finished:{batch_id}",
+        event_id=f"batch.finished:{batch_id}{after}",
         kind=WebhookEventKind.BATCH_FINISHED,
         data={
             "batch_id": batch_id,
             "status": status,
             "counts": counts,
-            "text": f"Batch {batch_id} {how}",
+            "retries": retries,
+            "text": f"Batch {batch_id} {how}" + (f" (after retry {retries})" if retries else ""),
         },
     )

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-import string
 from dataclasses import dataclass
 from typing import Any
 
 from shared.errors import InvalidInput
+from shared.template_pieces import MAX_TEMPLATE_CHARS, format_pieces
 
 __all__ = ["MAX_TEMPLATE_CHARS", "PromptTemplate"]
 
-MAX_TEMPLATE_CHARS = 10_000
 MAX_FIELDS = 50
 _ROOT = "payload"
 _SEGMENT = re.compile(r"[A-Za-z0-9_\-]{1,100}")
@@ -40,16 +39,7 @@ class PromptTemplate:
 
     @classmethod
     def parse(cls, text: str) -> PromptTemplate:
-        if not text.strip():
-            raise InvalidInput("template: must not be empty")
-        if len(text) > MAX_TEMPLATE_CHARS:
-            raise InvalidInput(f"template: at most {MAX_TEMPLATE_CHARS} characters")
-        try:
-            pieces = list(string.Formatter().parse(text))
-        except ValueError as exc:
-            raise InvalidInput(
-                f"template: {exc} (write {{{{ and }}}} for literal braces)"
-            ) from None
+        pieces = format_pieces(text)
         parts = tuple(
             _part(literal, field, spec, conversion) for literal, field, spec, conversion in pieces
         )

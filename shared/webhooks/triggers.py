@@ -15,6 +15,7 @@ from typing import Any
 
 from shared.client import Client
 from shared.errors import Conflict, InvalidInput, NotFound
+from shared.models.owners import InternalOwner, internal_owner
 from shared.models.triggers import TriggerFired
 from shared.store.triggers import TriggerStore, event_digest
 from shared.webhooks.prompt_template import PromptTemplate
@@ -35,7 +36,7 @@ class DuplicateEvent(Conflict):
 
 def trigger_owner(name: str) -> str:
     """Who a trigger's conversations are recorded as created by."""
-    return f"trigger:{name}"
+    return internal_owner(InternalOwner.TRIGGER, name)
 
 
 def fire(client: Client, name: str, headers: Mapping[str, str], body: str) -> TriggerFired:

@@ -13,7 +13,6 @@ import pytest
 
 from shared.client import Client
 from shared.errors import Cancelled, Conflict, InvalidInput, NotFound
-from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Allow, Deny, NotificationKind, NotificationStatus, Submit
 from shared.models.steps import StepStatus, StepType
@@ -23,23 +22,10 @@ from tests.stack import WorkerProcess, effect_prompt, parked
 EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Report", "body": "All good."}'
 
 
-@pytest.fixture(scope="module")
-def stack_env(
-    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
-    effects = tmp_path_factory.mktemp("approvals") / "effects.log"
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"ap{uuid.uuid4().hex[:8]}",
-        "SIGNOFF_LEASE_TTL_MS": "1500",
-        "SIGNOFF_TOOLS_MODULE": "tests.effect_tools",
-        "SIGNOFF_TEST_EFFECTS": str(effects),
-    }
-
-
-@pytest.fixture
-def effects(stack_env: dict[str, str]) -> Path:
-    return Path(stack_env["SIGNOFF_TEST_EFFECTS"])
+EFFECT_TOOLS = True  # tests.effect_tools, logging to `effects` (tests/conftest.py)
+STACK_ENV = {
+    "SIGNOFF_LEASE_TTL_MS": "1500",
+}
 
 
 def test_park_releases_the_worker_and_allow_resumes_once(client: Client, effects: Path) -> None:

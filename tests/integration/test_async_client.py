@@ -8,7 +8,7 @@ import pytest
 
 from shared.client import Client
 from shared.client.aio import AsyncClient
-from shared.errors import Cancelled, PromptRejected
+from shared.errors import Cancelled, Conflict, InvalidInput, PromptRejected
 from shared.models.chunks import Text, Thought
 from shared.models.events import CancelledEvent, CompletedEvent, EventBase
 from shared.models.steps import StepType
@@ -73,3 +73,30 @@ def test_async_events_follow_a_turn_and_end_cancelled(client: Client) -> None:
     assert len({e.turn_id for e in done}) == 1
     assert isinstance(cancelled[-1], CancelledEvent)
     assert cancelled[-1].turn_id != done[-1].turn_id
+
+
+def test_async_fork_keeps_the_first_steps_and_goes_on_from_there(client: Client) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(client.settings) as aclient:
+            original = await aclient.new_conversation(allow_all=True)
+            await original.chat_to_completion('call calculator {"expression": "6*7"}')
+            await original.chat_to_completion("a second turn")
+            before = await original.snapshot()
+            k = before.turn_start_indices[1]  # the whole first turn, its tool call and result
+            assert k > 3 and before.steps[k - 1].type is StepType.FINISH
+
+            fork = await original.fork(k, conversation_id="async-fork")
+            assert fork.conversation_id == "async-fork"
+            assert await fork.is_idle and await fork.history == before.steps[:k]
+            response = await fork.chat_to_completion("a different second turn")
+            after = await fork.snapshot()
+            assert after.steps[:k] == before.steps[:k]
+            assert after.steps[k].content == "a different second turn"
+            assert after.turn_start_indices == [0, k] and after.last_response == response.text
+            assert await original.snapshot() == before
+            with pytest.raises(InvalidInput, match="at_step"):
+                await original.fork(len(before.steps) + 1)
+            with pytest.raises(Conflict):
+                await original.fork(k, conversation_id="async-fork")
+
+    run(scenario())

@@ -1,4 +1,4 @@
-"""A batch's concurrency cap holds against the sweep and against any stray `advance`.
+"""A batch's concurrency cap holds against the sweep, any stray `advance`, and resumed items.
 
 Submission queues each item's turn in its conversation, created held: no worker starts
 it, whoever sends `advance` (`signoff beat` sweeping every half second, a redelivered
@@ -11,34 +11,30 @@ import json
 import os
 import subprocess
 import time
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from shared.client import Client
-from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.batches import BatchConfig, BatchState, BatchStatus
 from shared.models.content import Content
 from shared.models.events import ConversationStatus
+from shared.models.notifications import Allow
 from shared.settings import Settings
-from shared.store.batches import BatchConfig, BatchLine, BatchState, BatchStatus, BatchStore
-from tests.integration.test_batches import SIGNOFF, write_jsonl
+from shared.store.batches import BatchLine, BatchStore
+from tests.integration.test_batches import write_jsonl
 from tests.integration.test_expiry import BeatProcess
-from tests.stack import ROOT, WorkerProcess
+from tests.stack import ROOT, SIGNOFF, WorkerProcess
 
 ITEMS = 12
 CAP = 2
 
 
-@pytest.fixture(scope="module")
-def stack_env(redis_server: EmbeddedRedis) -> dict[str, str]:
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"cap{uuid.uuid4().hex[:8]}",
-        "SIGNOFF_SWEEP_INTERVAL_S": "0.5",
-        "SIGNOFF_LEASE_TTL_MS": "3000",
-    }
+STACK_ENV = {
+    "SIGNOFF_SWEEP_INTERVAL_S": "0.5",
+    "SIGNOFF_LEASE_TTL_MS": "3000",
+}
 
 
 @pytest.fixture
@@ -124,3 +120,53 @@ def test_a_stray_advance_does_not_start_an_undispatched_item(signoff: Client) ->
     assert not signoff.redis.exists(signoff.keys.lease(second))
     assert store.info(bid).counts[BatchState.RUNNING] == 1
     assert store.info(bid).status is BatchStatus.RUNNING
+
+
+RESUMED, RESUMED_CAP = 30, 4
+
+
+def leases_held(client: Client, cids: list[str]) -> int:
+    """How many of these conversations a worker holds the lease of, now."""
+    with client.redis.pipeline(transaction=False) as pipe:
+        for cid in cids:
+            pipe.exists(client.keys.lease(cid))
+        return sum(pipe.execute())
+
+
+def test_resumed_items_wait_for_a_place_under_the_cap(
+    stack_env: dict[str, str], signoff: Client
+) -> None:
+    """30 items park on approvals, all resolved at once: never more than the cap hold leases."""
+    worker = WorkerProcess(stack_env, concurrency=16, name="resumes").start()
+    store = store_of(signoff)
+    bid = store.create(BatchConfig(max_concurrency=RESUMED_CAP))
+    mail = 'call send_email {"to": "x@example.com", "subject": "s", "body": "b"} #slow'
+    store.submit(bid, [BatchLine(i, f"m{i}", Content.from_text(mail)) for i in range(RESUMED)])
+    store.finish_submission(bid)
+    cids = [store.conversation_id(bid, f"m{i}") for i in range(RESUMED)]
+    samples: list[int] = []
+
+    def sample_until(done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 90
+        while not done():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            samples.append(leases_held(signoff, cids))
+            time.sleep(0.01)
+
+    try:
+        sample_until(lambda: store.info(bid).counts[BatchState.WAITING] == RESUMED, "the parks")
+        notes = signoff.notifications.pending(batch_id=bid, limit=100)
+        assert len(notes) == RESUMED
+        parked_samples = len(samples)
+        for note in notes:
+            signoff.resolve_notification(note.id, Allow(), actor="test")
+        sample_until(lambda: store.info(bid).status is BatchStatus.DONE, "the batch's end")
+    finally:
+        worker.stop()
+    info = store.info(bid)
+    assert info.counts[BatchState.DONE] == RESUMED, info.counts
+    resumed = samples[parked_samples:]
+    assert max(samples) <= RESUMED_CAP, (max(samples), worker.log()[-2000:])
+    assert sum(1 for held in resumed if held == RESUMED_CAP) > 10  # sampled while at the cap
+    results = list(store.results(bid))
+    assert all("send_email returned" in (r["text"] or "") for r in results), results[:2]

@@ -20,11 +20,12 @@ import pytest
 from shared.client import Client
 from shared.errors import StorageError
 from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.batches import BatchState
 from shared.settings import Settings
-from shared.store.batches import BatchState, BatchStore
-from tests.integration.test_batches import SIGNOFF, write_jsonl
+from shared.store.batches import BatchStore
+from tests.integration.test_batches import write_jsonl
 from tests.integration.test_expiry import BeatProcess
-from tests.stack import ROOT, WorkerProcess
+from tests.stack import ROOT, SIGNOFF, WorkerProcess
 
 ITEMS = 12
 RETRY_LINE = "Redis unavailable, retrying"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -16,25 +17,12 @@ import pytest
 
 from shared.client import Client
 from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.batches import BatchState, BatchStatus
 from shared.models.events import StepEvent
 from shared.models.notifications import Allow, Deny
 from shared.settings import Settings
-from shared.store.batches import BatchState, BatchStatus, BatchStore
-from tests.stack import ROOT, WorkerProcess
-
-SIGNOFF = str(Path(sys.executable).with_name("signoff"))
-
-
-def cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SIGNOFF, *args],
-        env={**os.environ, **env},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+from shared.store.batches import BatchStore
+from tests.stack import ROOT, SIGNOFF, WorkerProcess, run_cli
 
 
 def write_jsonl(path: Path, rows: list[object]) -> Path:
@@ -89,7 +77,7 @@ def test_two_hundred_prompts_with_approvals(
     operator = threading.Thread(target=resolve_while, args=(client, stop, seen))
     operator.start()
     try:
-        result = cli(
+        result = run_cli(
             stack_env, "batch", "run", str(source), "--out", str(out), "--max-concurrency", "8"
         )
     finally:
@@ -186,7 +174,7 @@ def test_failed_items_fail_the_run(
         [{"id": "ok", "prompt": "fine"}, {"id": "bad", "prompt": "please #fail"}],
     )
     out = tmp_path / "fails-out.jsonl"
-    result = cli(stack_env, "batch", "run", str(source), "--out", str(out))
+    result = run_cli(stack_env, "batch", "run", str(source), "--out", str(out))
     assert result.returncode == 1, result.stderr
     assert f"1 of 2 items failed (failed 1); see {out}" in " ".join(result.stderr.split())
     assert [json.loads(line)["status"] for line in out.read_text().splitlines()] == [
@@ -243,7 +231,7 @@ def test_malformed_lines_are_reported_and_the_rest_runs(
         ],
     )
     out = tmp_path / "bad-out.jsonl"
-    result = cli(stack_env, "batch", "run", str(source), "--out", str(out))
+    result = run_cli(stack_env, "batch", "run", str(source), "--out", str(out))
     assert result.returncode == 0, result.stderr
     for line in (2, 3, 4, 5, 6):
         assert f"skipped line {line}" in result.stderr
@@ -276,7 +264,7 @@ def test_lines_carry_their_own_prompt_options(
         ],
     )
     out = tmp_path / "options-out.jsonl"
-    result = cli(stack_env, "batch", "run", str(source), "--out", str(out))
+    result = run_cli(stack_env, "batch", "run", str(source), "--out", str(out))
     assert "skipped line 4" in result.stderr and "timeout_s" in result.stderr, result.stderr
     results = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert "not to use tools" in results["no-tools"]["text"]
@@ -292,9 +280,9 @@ def test_run_again_resumes_without_duplicates(
 ) -> None:
     source = write_jsonl(tmp_path / "again.jsonl", [{"prompt": f"p{i}"} for i in range(6)])
     out = tmp_path / "again-out.jsonl"
-    first = cli(stack_env, "batch", "run", str(source), "--out", str(out), "--no-wait")
+    first = run_cli(stack_env, "batch", "run", str(source), "--out", str(out), "--no-wait")
     assert first.returncode == 0 and "submitted 6" in first.stderr
-    second = cli(stack_env, "batch", "run", str(source), "--out", str(out))
+    second = run_cli(stack_env, "batch", "run", str(source), "--out", str(out))
     assert second.returncode == 0 and "submitted 0, already there 6" in second.stderr
     assert len(out.read_text().splitlines()) == 6
 
@@ -303,7 +291,7 @@ def test_cancel_a_batch(tmp_path: Path, stack_env: dict[str, str], client: Clien
     source = write_jsonl(
         tmp_path / "slow.jsonl", [{"prompt": f"slow {i} #slow #long"} for i in range(12)]
     )
-    submitted = cli(
+    submitted = run_cli(
         stack_env,
         "batch",
         "run",
@@ -316,7 +304,7 @@ def test_cancel_a_batch(tmp_path: Path, stack_env: dict[str, str], client: Clien
     )
     bid = submitted.stdout.strip()
     time.sleep(0.5)
-    cancelled = cli(stack_env, "batch", "cancel", bid)
+    cancelled = run_cli(stack_env, "batch", "cancel", bid)
     assert cancelled.returncode == 0 and f"cancelled batch {bid}" in cancelled.stdout
     store = batches(client)
     deadline = time.monotonic() + 30
@@ -326,13 +314,13 @@ def test_cancel_a_batch(tmp_path: Path, stack_env: dict[str, str], client: Clien
     assert info.status is BatchStatus.CANCELLED and info.finished == 12
     assert info.counts[BatchState.CANCELLED] >= 10
     results = [
-        json.loads(line) for line in cli(stack_env, "batch", "results", bid).stdout.splitlines()
+        json.loads(line) for line in run_cli(stack_env, "batch", "results", bid).stdout.splitlines()
     ]
     assert len(results) == 12 and {r["status"] for r in results} <= {"cancelled", "done"}
 
 
 def test_unknown_batch_is_a_clear_error(stack_env: dict[str, str], worker: WorkerProcess) -> None:
-    result = cli(stack_env, "batch", "status", "nosuchbatch")
+    result = run_cli(stack_env, "batch", "status", "nosuchbatch")
     assert result.returncode == 2 and "batch nosuchbatch does not exist" in result.stderr
 
 
@@ -378,9 +366,10 @@ def first_model_event_ms(client: Client, cid: str) -> int:
 def test_sticky_allow_covers_the_rest_of_the_batch(
     stack_env: dict[str, str], client: Client
 ) -> None:
+    from shared.models.batches import BatchConfig
     from shared.models.config import ConversationConfig
     from shared.models.content import Content
-    from shared.store.batches import BatchConfig, BatchLine
+    from shared.store.batches import BatchLine
 
     store = batches(client)
     config = BatchConfig(
@@ -406,3 +395,91 @@ def test_sticky_allow_covers_the_rest_of_the_batch(
     assert all("calculator returned" in t for t in texts)
     actors = {e["actor"] for e in client.notifications.audit(count=50) if e["tool"] == "calculator"}
     assert "operator" in actors and actors <= {"operator", "operator (sticky batch)"}
+
+
+def test_results_as_csv_from_the_cli(
+    tmp_path: Path, stack_env: dict[str, str], worker: WorkerProcess
+) -> None:
+    source = write_jsonl(
+        tmp_path / "csv.jsonl",
+        [{"id": "=1+1", "prompt": "fine, with a comma"}, {"id": "b", "prompt": "please #fail"}],
+    )
+    out = tmp_path / "csv-out.jsonl"
+    run_cli(stack_env, "batch", "run", str(source), "--out", str(out))
+    bid = (tmp_path / "csv-out.jsonl.batch").read_text().strip()
+    printed = run_cli(stack_env, "batch", "results", bid, "--format", "csv")
+    assert printed.returncode == 0, printed.stderr
+    rows = list(csv.DictReader(io.StringIO(printed.stdout)))
+    assert [(r["id"], r["status"]) for r in rows] == [("'=1+1", "done"), ("b", "failed")]
+    assert "fine, with a comma" in rows[0]["answer"] and int(rows[0]["tokens"]) > 0
+    target = tmp_path / "results.csv"
+    written = run_cli(stack_env, "batch", "results", bid, "--format", "csv", "--out", str(target))
+    assert written.returncode == 0 and "wrote 2 results" in written.stderr
+    assert target.read_bytes() == printed.stdout.encode().replace(b"\n", b"\r\n")
+
+
+def test_a_csv_file_with_a_template(
+    tmp_path: Path, stack_env: dict[str, str], client: Client
+) -> None:
+    source = tmp_path / "tickets.csv"
+    source.write_text('id,subject,body\nt1,Printer,"on fire, really"\nt2,Mouse,{body.__class__}\n')
+    out = tmp_path / "tickets-out.jsonl"
+    template = "Classify: {subject}\\n{body}"  # as typed in a shell: \n is a newline
+    result = run_cli(
+        stack_env, "batch", "run", str(source), "--out", str(out), "--template", template
+    )
+    assert result.returncode == 0, result.stderr
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["status"], r["line"]) for r in results] == [
+        ("t1", "done", 2),
+        ("t2", "done", 3),
+    ]
+    assert "Classify: Printer on fire, really" in results[0]["text"]
+    store, bid = batches(client), (tmp_path / "tickets-out.jsonl.batch").read_text().strip()
+    item = json.loads(client.redis.lindex(client.keys.batch_items(bid), 0))
+    turn = store.conversations.turn(item["conversation_id"], item["turn_id"])
+    assert turn.prompt.text == "Classify: Printer\non fire, really"
+    assert "{body.__class__}" in results[1]["text"]  # a cell is copied, never evaluated
+
+
+def test_a_csv_file_missing_a_column_queues_nothing(
+    tmp_path: Path, stack_env: dict[str, str], client: Client
+) -> None:
+    store = batches(client)
+    before = store.ids(limit=1000)
+    source = tmp_path / "short.csv"
+    source.write_text("id,subject,body\nt1,a,b\nt2,only a subject\nt3,x,y\n")
+    out = tmp_path / "short-out.jsonl"
+    args = ("batch", "run", str(source), "--out", str(out), "--template", "{subject}: {body}")
+    result = run_cli(stack_env, *args)
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 1, result.stderr
+    assert "line 3: no value for column 'body'" in said and "nothing was submitted" in said
+    header = run_cli(
+        stack_env,
+        "batch",
+        "run",
+        str(source),
+        "--out",
+        str(out),
+        "--template",
+        "{subject} {priority}",
+    )
+    assert header.returncode == 1
+    assert "line 1: no column 'priority', which the template names" in header.stderr
+    bad = run_cli(
+        stack_env, "batch", "run", str(source), "--out", str(out), "--template", "{subject[0]}"
+    )
+    assert bad.returncode == 1 and "no attribute or index access" in bad.stderr
+    jsonl = run_cli(
+        stack_env,
+        "batch",
+        "run",
+        str(write_jsonl(tmp_path / "x.jsonl", [])),
+        "--out",
+        str(out),
+        "--template",
+        "{subject}",
+    )
+    assert jsonl.returncode == 1 and "--template names CSV columns" in jsonl.stderr
+    assert store.ids(limit=1000) == before and not (tmp_path / "short-out.jsonl.batch").exists()

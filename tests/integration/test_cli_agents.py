@@ -8,10 +8,10 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from shared.cli.main import cli
+from cli.main import cli
 from shared.client import Client
 from shared.settings import Settings
-from tests.integration.test_cli_basics import run_cli
+from tests.stack import run_cli
 
 
 def _cli(env: dict[str, str], *args: str) -> Any:

@@ -9,7 +9,6 @@ import pty
 import re
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,30 +20,14 @@ from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Notification, NotificationStatus
 from shared.models.steps import StepType
-from tests.stack import ROOT
+from tests.stack import ROOT, SIGNOFF, run_cli
 
-SIGNOFF = str(Path(sys.executable).with_name("signoff"))
 EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Report", "body": "All good."}'
 QUESTION = (
     'call ask_operator {"question": "Budget?", "schema": {"type": "object", '
     '"properties": {"budget": {"type": "integer"}}, "required": ["budget"]}}'
 )
 ME = f"cli:{getpass.getuser()}"
-
-
-def run_cli(
-    env: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SIGNOFF, *args],
-        env={**os.environ, **env},
-        cwd=ROOT,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def parked(conversation: Conversation, timeout_s: float = 20.0) -> Notification:
@@ -386,7 +369,11 @@ def test_doctor_on_the_test_redis(stack_env: dict[str, str], client: Client) -> 
     assert checks["maxmemory-policy"].startswith("ok noeviction")
     assert checks["aof"].startswith("warn appendonly is off")
     assert checks["password"].startswith("warn none")
-    assert checks["workers"].startswith("ok 1 answered: w1@")
+    assert (
+        checks["broker"] == "ok the state Redis (a state write pushes its task in the same script)"
+    )
+    # `signoff worker` is two Celery workers: turns, and webhook deliveries on their own threads
+    assert re.fullmatch(r"ok 2 answered: w1-webhooks@\S+, w1@\S+", checks["workers"])
     heartbeat = client.keys.heartbeat("beat")
     assert checks["scheduler"].startswith(f"warn unknown (no heartbeat at {heartbeat})")
     as_json = json.loads(run_cli(stack_env, "doctor", "--json").stdout)
@@ -396,9 +383,17 @@ def test_doctor_on_the_test_redis(stack_env: dict[str, str], client: Client) -> 
         "maxmemory-policy": "ok",
         "aof": "warn",
         "password": "warn",
+        "broker": "ok",
         "workers": "ok",
         "scheduler": "warn",
+        "metrics": "ok",
+        "tracing": "ok",
     }
+    assert checks["metrics"] == (
+        "ok web /metrics (operators); worker off (SIGNOFF_METRICS_PORT unset); "
+        "beat off (SIGNOFF_BEAT_METRICS_PORT unset)"
+    )
+    assert checks["tracing"].startswith("ok off (set SIGNOFF_OTEL_ENDPOINT")
 
 
 def test_doctor_reads_the_heartbeat_of_the_sweep(stack_env: dict[str, str], client: Client) -> None:

@@ -6,27 +6,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from shared.client import Client
-from tests.stack import ROOT, WorkerProcess
-
-SIGNOFF = str(Path(sys.executable).with_name("signoff"))
-
-
-def run_cli(
-    env: dict[str, str], *args: str, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SIGNOFF, *args],
-        env={**os.environ, **env},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+from tests.stack import ROOT, SIGNOFF, WorkerProcess, run_cli
 
 
 def test_submit_follow_streams_the_answer(stack_env: dict[str, str], worker: WorkerProcess) -> None:
@@ -92,7 +75,7 @@ def test_signoff_worker_command_runs_turns(stack_env: dict[str, str], client: Cl
         stderr=subprocess.STDOUT,
     )
     try:
-        worker._wait_for("ready.", 30)
+        worker._wait_for("ready.", 30, count=2)
         assert "signoff.advance" in worker.log()
         assert client.new_conversation().chat_to_completion("via signoff worker").text
     finally:
@@ -102,7 +85,8 @@ def test_signoff_worker_command_runs_turns(stack_env: dict[str, str], client: Cl
 
 
 def test_user_add_and_token_create(stack_env: dict[str, str], client: Client) -> None:
-    from shared.store.users import Role, TokenStore, UserStore
+    from shared.models.users import Role
+    from shared.store.users import TokenStore, UserStore
 
     added = subprocess.run(
         [SIGNOFF, "user", "add", "olivia", "--password", "a-long-passphrase"],

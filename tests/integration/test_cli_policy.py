@@ -5,8 +5,8 @@ from __future__ import annotations
 from shared.client import Client
 from shared.models.config import ToolPolicy
 from shared.models.events import ConversationStatus
-from tests.integration.test_cli_basics import run_cli
-from tests.stack import WorkerProcess
+from shared.store.policy import PolicyStore
+from tests.stack import WorkerProcess, run_cli
 from tests.web.conftest import wait_for
 
 
@@ -48,3 +48,20 @@ def test_policy_set_show_unset_log_and_the_worker_obeys(
     rules = client.redis.hgetall(client.keys.policy_rules())
     assert rules == {"calculator|label:frozen": ToolPolicy.DENY.value}
     client.redis.delete(client.keys.policy_rules())
+
+
+def test_policy_title_names_the_arguments_that_title_a_tools_requests(
+    stack_env: dict[str, str], client: Client
+) -> None:
+    done = run_cli(stack_env, "policy", "title", "send_email", "to", "subject")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "send_email: titled by to, subject"
+    assert PolicyStore(client.redis, client.keys).title_arguments() == {
+        "send_email": ("to", "subject")
+    }
+    three = run_cli(stack_env, "policy", "title", "send_email", "a", "b", "c")
+    assert three.returncode == 1 and "at most 2" in three.stderr
+    cleared = run_cli(stack_env, "policy", "title", "send_email")
+    assert cleared.returncode == 0 and "first short string arguments" in cleared.stdout
+    again = run_cli(stack_env, "policy", "title", "send_email")
+    assert again.returncode == 2 and "no title arguments are chosen" in again.stderr

@@ -145,3 +145,37 @@ def test_dockerfile_runs_signoff_as_a_non_root_user_without_dev_deps() -> None:
     assert not any("[dev" in s or "realmodel" in s for s in instructions)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".venv", ".git", "test-artifacts", ".signoff", ".mypy_cache"} <= set(ignored)
+
+
+def test_observability_runs_only_in_its_profile_on_this_host(docker_env: dict[str, str]) -> None:
+    env = {**docker_env, **SECRETS, "SIGNOFF_METRICS_TOKEN": "scrape-token"}
+    plain = parsed_config(env)["services"]
+    assert "prometheus" not in plain and "grafana" not in plain
+    config = parsed_config(env, "observability")
+    services = config["services"]
+    for name, port in (("prometheus", 9090), ("grafana", 3000)):
+        service = services[name]
+        assert service["profiles"] == ["observability"]
+        assert [(p["host_ip"], p["target"]) for p in service["ports"]] == [("127.0.0.1", port)]
+    mounted = {c["source"]: c["target"] for c in services["prometheus"]["configs"]}
+    assert mounted["prometheus-alerts"] == "/etc/prometheus/alerts.yml"
+    assert config["configs"]["prometheus-alerts"]["file"].endswith("deploy/prometheus/alerts.yml")
+    assert config["configs"]["metrics-token"]["content"] == "scrape-token"
+    dashboards = {c["source"]: c["target"] for c in services["grafana"]["configs"]}
+    assert dashboards["grafana-dashboard"] == "/var/lib/grafana/dashboards/signoff.json"
+    # the worker and beat serve metrics on the compose network, publishing no port
+    for name, variable, port in (
+        ("worker", "SIGNOFF_METRICS_PORT", "9101"),
+        ("beat", "SIGNOFF_BEAT_METRICS_PORT", "9102"),
+    ):
+        assert services[name]["environment"][variable] == port
+        assert not services[name].get("ports")
+    assert services["web"]["environment"]["SIGNOFF_METRICS_TOKEN"] == "scrape-token"
+    # traces: the collector (on the network only) hands them to Jaeger (on this host)
+    collector = services["otel-collector"]
+    assert collector["profiles"] == ["observability"] and not collector.get("ports")
+    assert config["configs"]["otel-collector"]["file"].endswith("deploy/otel/collector.yml")
+    assert [(p["host_ip"], p["target"]) for p in services["jaeger"]["ports"]] == [
+        ("127.0.0.1", 16686)
+    ]
+    assert services["worker"]["environment"]["SIGNOFF_OTEL_ENDPOINT"] == ""

@@ -17,7 +17,6 @@ import pytest
 from shared.client import Client
 from shared.client.tasks import queue_name
 from shared.errors import Conflict
-from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Allow, Deny, NotificationStatus
 from shared.settings import Settings
@@ -26,24 +25,11 @@ from tests.stack import ROOT, WorkerProcess, effect_prompt, parked
 SWEEP_INTERVAL_S = 0.5
 
 
-@pytest.fixture(scope="module")
-def stack_env(
-    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
-    effects = tmp_path_factory.mktemp("expiry") / "effects.log"
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"ex{uuid.uuid4().hex[:8]}",
-        "SIGNOFF_LEASE_TTL_MS": "1500",
-        "SIGNOFF_TOOLS_MODULE": "tests.effect_tools",
-        "SIGNOFF_TEST_EFFECTS": str(effects),
-        "SIGNOFF_SWEEP_INTERVAL_S": str(SWEEP_INTERVAL_S),
-    }
-
-
-@pytest.fixture
-def effects(stack_env: dict[str, str]) -> Path:
-    return Path(stack_env["SIGNOFF_TEST_EFFECTS"])
+EFFECT_TOOLS = True  # tests.effect_tools, logging to `effects` (tests/conftest.py)
+STACK_ENV = {
+    "SIGNOFF_LEASE_TTL_MS": "1500",
+    "SIGNOFF_SWEEP_INTERVAL_S": str(SWEEP_INTERVAL_S),
+}
 
 
 def expiry_audit(client: Client, nid: str) -> list[dict[str, str]]:

@@ -18,10 +18,9 @@ import pytest
 import redis
 
 from shared.local.embedded_redis import find_redis_server, free_port
-from tests.integration.test_batches import SIGNOFF
 from tests.integration.test_compose import SECRETS, parsed_config
 from tests.integration.test_compose import docker_env as docker_env  # the fixture
-from tests.stack import ROOT
+from tests.stack import ROOT, SIGNOFF
 
 
 @contextmanager

@@ -4,14 +4,12 @@ structured output with its one repair, thinking, parallel tool calls, and HTTP f
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from shared.client import Client
 from shared.errors import TurnFailed
-from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.steps import StepStatus, StepType
 from tests.stack import WorkerProcess
 from tests.wire_servers import WireServer, chat_chunk, openai_error, sse, tool_fragment, usage_chunk
@@ -29,11 +27,12 @@ def model_server() -> Iterator[WireServer]:
         yield server
 
 
+STACK_ENV: dict[str, str] = {}  # the model server is a fixture: added below
+
+
 @pytest.fixture(scope="module")
-def stack_env(redis_server: EmbeddedRedis, model_server: WireServer) -> dict[str, str]:
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"oa{uuid.uuid4().hex[:8]}",
+def stack_env(stack_env: dict[str, str], model_server: WireServer) -> dict[str, str]:
+    return stack_env | {
         "SIGNOFF_OPENAI_BASE_URL": f"{model_server.url}/v1",
         "SIGNOFF_OPENAI_API_KEY": "sk-test-secret",
         "SIGNOFF_PROVIDER_MAX_RETRIES": "1",

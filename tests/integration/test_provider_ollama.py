@@ -189,8 +189,8 @@ def test_arguments_that_are_not_an_object_are_kept_raw(
 # Retries and errors
 
 
-def test_429_is_retried_after_the_servers_wait_capped(server: WireServer) -> None:
-    server.script(ollama_error(429, "busy", headers={"Retry-After": "2"}), text_reply("ok"))
+def test_503_is_retried_after_the_servers_wait_capped(server: WireServer) -> None:
+    server.script(ollama_error(503, "loading", headers={"Retry-After": "2"}), text_reply("ok"))
 
     events = run(provider_for(server))
 
@@ -200,14 +200,15 @@ def test_429_is_retried_after_the_servers_wait_capped(server: WireServer) -> Non
     assert 0.28 <= waited < 1.5
 
 
-def test_429_exhausted_raises_rate_limited(server: WireServer) -> None:
-    server.script(*(ollama_error(429, "too many requests") for _ in range(2)))
+def test_429_is_raised_at_once_with_the_servers_wait(server: WireServer) -> None:
+    """The turn pauses the provider for every worker and calls again (worker/turn.py)."""
+    server.script(ollama_error(429, "too many requests", headers={"Retry-After": "2"}))
 
     with pytest.raises(RateLimited, match="too many requests") as info:
         run(provider_for(server, max_retries=1))
 
-    assert info.value.http_code == 429
-    assert len(server.requests) == 2
+    assert (info.value.http_code, info.value.retry_after_s) == (429, 2.0)
+    assert len(server.requests) == 1
 
 
 def test_500_exhausted_raises_provider_error_with_the_code(server: WireServer) -> None:

@@ -107,6 +107,19 @@ def test_plain_text_streams_as_deltas_then_usage_then_finish(server: WireServer)
     assert sent.headers["authorization"] == f"Bearer {SECRET}"
 
 
+def test_chunks_a_strict_validator_refuses_are_still_read(server: WireServer) -> None:
+    # a server's chunks without id, created or object: the SDK's lenient reading takes them
+    bare = [
+        {key: v for key, v in chunk.items() if key not in ("id", "created", "object")}
+        for chunk in (chat_chunk(content="Hel"), chat_chunk(content="lo"))
+    ]
+    server.script(sse(*bare, chat_chunk(finish_reason="stop")))
+
+    events = run(provider_for(server))
+
+    assert events == [TextDelta("Hel"), TextDelta("lo"), FinishEvent("stop")]
+
+
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 def test_reasoning_fields_become_thinking_deltas(server: WireServer, field: str) -> None:
     server.script(
@@ -272,10 +285,10 @@ def test_unparseable_arguments_are_kept_raw_instead_of_raising(
     ("headers", "low_s", "high_s"),
     [({"Retry-After": "1"}, 0.28, 0.9), ({"retry-after-ms": "120"}, 0.11, 0.28)],
 )
-def test_429_is_retried_after_the_servers_wait_capped(
+def test_503_is_retried_after_the_servers_wait_capped(
     server: WireServer, headers: dict[str, str], low_s: float, high_s: float
 ) -> None:
-    server.script(openai_error(429, "slow down", headers=headers), text_reply("ok"))
+    server.script(openai_error(503, "warming up", headers=headers), text_reply("ok"))
 
     events = run(provider_for(server))
 
@@ -285,14 +298,21 @@ def test_429_is_retried_after_the_servers_wait_capped(
     assert low_s <= waited < high_s
 
 
-def test_429_exhausted_raises_rate_limited(server: WireServer) -> None:
-    server.script(*(openai_error(429, "quota exceeded") for _ in range(3)))
+@pytest.mark.parametrize(
+    ("headers", "wait_s"),
+    [({"Retry-After": "2"}, 2.0), ({"retry-after-ms": "120"}, 0.12), ({}, None)],
+)
+def test_429_is_raised_at_once_with_the_servers_wait(
+    server: WireServer, headers: dict[str, str], wait_s: float | None
+) -> None:
+    """The turn pauses the provider for every worker and calls again (worker/turn.py)."""
+    server.script(openai_error(429, "quota exceeded", headers=headers))
 
     with pytest.raises(RateLimited, match="quota exceeded") as info:
         run(provider_for(server, max_retries=2))
 
-    assert info.value.http_code == 429
-    assert len(server.requests) == 3
+    assert (info.value.http_code, info.value.retry_after_s) == (429, wait_s)
+    assert len(server.requests) == 1
 
 
 def test_500_exhausted_raises_provider_error_with_the_code(server: WireServer) -> None:

@@ -62,8 +62,8 @@ NAMED_WEATHER = {"type": "function", "function": {"name": WEATHER.name}}
 class Relay:
     """A responder that forwards each request to the real server and keeps the raw answer.
 
-    `max_tokens` caps the answers of requests that set no cap of their own (a turn in a
-    worker sends none), so the base model's rambling stays within the test's time.
+    `max_tokens` caps the answers of requests that set no cap of their own, so the base
+    model's rambling stays within the test's time.
     """
 
     def __init__(self, upstream_base_url: str, *, max_tokens: int | None = None) -> None:
@@ -294,8 +294,8 @@ def test_tool_result_goes_back_to_the_server_in_a_second_call(
 
 @pytest.fixture(scope="module")
 def turn_relay(llama_base_url: str) -> Iterator[tuple[WireServer, Relay]]:
-    """The relay the worker's model calls go through; it caps each answer at 32 tokens."""
-    forward = Relay(llama_base_url, max_tokens=32)
+    """The relay the worker's model calls go through, as is: the turns cap their answers."""
+    forward = Relay(llama_base_url)
     with WireServer() as wire:
         yield wire, forward
 
@@ -323,6 +323,7 @@ def test_a_turn_sends_the_real_tool_call_and_its_result_back(
         tools={"calculator": "auto"},
         tool_selection=ToolSelection.REQUIRED,
         max_model_calls=3,
+        model_settings={"max_output_tokens": 32},
     )
     try:
         turn_id = conversation.send("What is 2 + 3? Use the calculator.")
@@ -351,3 +352,54 @@ def test_a_turn_sends_the_real_tool_call_and_its_result_back(
     sent = wire.bodies()[1]["messages"]
     tool_messages = [message for message in sent if message["role"] == "tool"]
     assert [message["tool_call_id"] for message in tool_messages] == [call.id]
+
+
+def test_max_output_tokens_bounds_the_real_models_answer(
+    client: Client, turn_relay: tuple[WireServer, Relay]
+) -> None:
+    """Asked for a long story, the model stops at the cap: the server cut it ("length")."""
+    wire, forward = turn_relay
+    wire.script(forward)
+    conversation = client.new_conversation(
+        provider="openai",
+        model=MODEL_ALIAS,
+        model_settings={"max_output_tokens": 6, "temperature": 0, "seed": 1},
+    )
+    turn_id = conversation.send("Write a very long story about a dragon and a knight.")
+    response = conversation.wait_for_turn(turn_id, timeout=180)
+    sent = wire.bodies()[-1]
+    assert (sent["max_tokens"], sent["temperature"], sent["seed"]) == (6, 0, 1)
+    chunks = forward.chunks()
+    pieces = [c["choices"][0]["delta"].get("content") for c in chunks if c.get("choices")]
+    tokens = [piece for piece in pieces if piece]
+    assert 0 < len(tokens) <= 6, tokens  # llama.cpp streams one token per chunk
+    reasons = [c["choices"][0].get("finish_reason") for c in chunks if c.get("choices")]
+    assert "length" in reasons, reasons
+    assert response.text == "".join(tokens)
+
+
+@pytest.mark.timeout(300)
+def test_a_long_conversation_keeps_within_the_real_models_context(
+    client: Client, turn_relay: tuple[WireServer, Relay]
+) -> None:
+    """Turn after turn at the server's 1,024-token context (it reports no usage, so the sizes
+    are Signoff's estimates): the context is compacted before it fills the window, and no turn
+    fails, where without compaction the prompts would outgrow it within about 14 turns."""
+    wire, forward = turn_relay
+    wire.script(*[forward] * 60)
+    conversation = client.new_conversation(
+        provider="openai",
+        model=MODEL_ALIAS,
+        tools={},
+        context_tokens=1024,
+        model_settings={"max_output_tokens": 24, "temperature": 0, "seed": 1},
+    )
+    question = "name a colour, an animal and a number, and say which of the three you like best"
+    for n in range(20):
+        turn_id = conversation.send(f"Question {n}: {question}, and why, in one short line.")
+        try:
+            conversation.wait_for_turn(turn_id, timeout=120)
+        except TurnFailed as exc:
+            pytest.fail(f"turn {n} failed: {exc}; server statuses {forward.statuses[-3:]}")
+    assert conversation.compaction_indices, "the context was never compacted"
+    assert set(forward.statuses) == {200}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,36 +17,22 @@ import pytest
 
 from shared.client import Client, Conversation
 from shared.client.tasks import Advancer, TaskSender
-from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.batches import BatchConfig, BatchState
 from shared.models.config import ConversationConfig
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Allow, Notification, NotificationStatus, ResolutionKind
 from shared.models.steps import ToolCall
-from shared.store.batches import BatchConfig, BatchState, BatchStore, parse_line
+from shared.store.batches import BatchStore, parse_line
 from shared.store.inbox_index import INDEXED_FIELD, index_commands
 from shared.store.notifications import NotificationStore
 from tests.stack import effect_prompt, parked
-from worker.reconcile import Reconciled, Reconciler
-from worker.sweeper import Sweeper, Swept
+from worker.sweep.reconcile import Reconciled, Reconciler
+from worker.sweep.sweeper import Sweeper, Swept
 
-
-@pytest.fixture(scope="module")
-def stack_env(
-    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
-    effects = tmp_path_factory.mktemp("reconcile") / "effects.log"
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"rn{uuid.uuid4().hex[:8]}",
-        "SIGNOFF_LEASE_TTL_MS": "1500",
-        "SIGNOFF_TOOLS_MODULE": "tests.effect_tools",
-        "SIGNOFF_TEST_EFFECTS": str(effects),
-    }
-
-
-@pytest.fixture
-def effects(stack_env: dict[str, str]) -> Path:
-    return Path(stack_env["SIGNOFF_TEST_EFFECTS"])
+EFFECT_TOOLS = True  # tests.effect_tools, logging to `effects` (tests/conftest.py)
+STACK_ENV = {
+    "SIGNOFF_LEASE_TTL_MS": "1500",
+}
 
 
 def batches(client: Client) -> BatchStore:
@@ -117,6 +102,17 @@ def assert_filed(client: Client, note: Notification) -> None:
         assert len(deliveries(client, stream, note.id)) == 1, stream
 
 
+def filed(client: Client, conversation: Conversation) -> Notification:
+    """The conversation's parked notification once its global writes are in (the park writes
+    the notification first and its inbox index and deliveries after, marked `indexed`)."""
+    note = parked(conversation)[0]
+    deadline = time.monotonic() + 10
+    while client.redis.hget(client.keys.notification(note.id), INDEXED_FIELD) != "1":
+        assert time.monotonic() < deadline, f"notification {note.id} was never indexed"
+        time.sleep(0.02)
+    return note
+
+
 def park_a_batch_item(client: Client, note_text: str) -> tuple[str, Conversation]:
     store = batches(client)
     config = ConversationConfig.from_settings(client.settings, tools={"record_effect": "ask"})
@@ -134,8 +130,12 @@ def test_a_stranded_approval_is_filed_and_delivered_again_exactly_once(
     client: Client, effects: Path
 ) -> None:
     bid, conversation = park_a_batch_item(client, "stranded")
-    note = parked(conversation)[0]
-    assert batches(client).info(bid).counts[BatchState.WAITING] == 1
+    note = filed(client, conversation)
+    # the item's move to waiting is the leg's next write after the park that filed the note
+    deadline = time.monotonic() + 10
+    while batches(client).info(bid).counts[BatchState.WAITING] != 1:
+        assert time.monotonic() < deadline, "the parked item was not counted waiting"
+        time.sleep(0.02)
     lose_the_global_writes(client, note)
     batches(client).transition(bid, conversation.conversation_id, BatchState.RUNNING)
     assert client.notifications.count_pending(batch_id=bid) == 0
@@ -167,7 +167,7 @@ def test_a_stranded_approval_is_filed_and_delivered_again_exactly_once(
 def test_only_a_missing_global_delivery_is_added_again(client: Client) -> None:
     conversation = client.new_conversation(tools={"record_effect": "ask"})
     conversation.send(effect_prompt("half-lost"))
-    note = parked(conversation)[0]
+    note = filed(client, conversation)
     assert client.redis.hget(client.keys.notification(note.id), INDEXED_FIELD) == "1"
     assert sweeper(client).sweep().reconciled == Reconciled()  # nothing to repair
     global_stream, own_stream = streams(client, note)
@@ -208,7 +208,7 @@ def allowed_by_a_dying_resolver(
     """A parked conversation whose notification a resolver allowed, then died at once."""
     conversation = client.new_conversation(tools={"record_effect": "ask"})
     turn = conversation.send(effect_prompt(note_text))
-    note = parked(conversation)[0]
+    note = filed(client, conversation)
     dying = DiesAfterTheCompareAndSet(client.redis, client.keys, client.settings, tasks)
     with pytest.raises(ResolverDied):
         dying.resolve(note.id, Allow(), actor="ops")
@@ -300,7 +300,7 @@ def stale(client: Client, n: int, expires_at: float, *, record: bool) -> str:
 def test_six_hundred_stale_deadlines_do_not_hold_back_a_due_one(client: Client) -> None:
     conversation = client.new_conversation(tools={"record_effect": "ask"}, approval_timeout_s=1)
     turn = conversation.send(effect_prompt("due"))
-    note = parked(conversation)[0]
+    note = filed(client, conversation)
     assert note.expires_at is not None
     stale_ids = [stale(client, n, note.expires_at - 100 - n, record=n % 2 == 0) for n in range(600)]
     while client.notifications.clock() < note.expires_at:
@@ -320,7 +320,7 @@ def test_the_cursor_walks_every_conversation_a_page_per_pass(client: Client) -> 
         client.new_conversation()
     conversation = client.new_conversation(tools={"record_effect": "ask"})
     conversation.send(effect_prompt("far-down"))
-    note = parked(conversation)[0]
+    note = filed(client, conversation)
     lose_the_global_writes(client, note)
     client.redis.hdel(client.keys.reconcile_cursors(), client.keys.conversations())
     page = 3

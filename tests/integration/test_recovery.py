@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from shared.client import Client
-from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.steps import StepType
 from shared.settings import Settings
 from tests.stack import WorkerProcess
 
-
-@pytest.fixture(scope="module")
-def stack_env(
-    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
-    effects = tmp_path_factory.mktemp("effects") / "effects.log"
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"rc{uuid.uuid4().hex[:8]}",
-        "SIGNOFF_LEASE_TTL_MS": "1500",
-        "SIGNOFF_TOOLS_MODULE": "tests.effect_tools",
-        "SIGNOFF_TEST_EFFECTS": str(effects),
-    }
+EFFECT_TOOLS = True  # tests.effect_tools, logging to `effects` (tests/conftest.py)
+STACK_ENV = {
+    "SIGNOFF_LEASE_TTL_MS": "1500",
+}
 
 
 @pytest.fixture

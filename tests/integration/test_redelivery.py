@@ -12,14 +12,12 @@ from __future__ import annotations
 import base64
 import json
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from shared.client import Client, Conversation
-from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Allow, NotificationStatus
 from shared.models.steps import Step, StepType
@@ -29,17 +27,10 @@ from tests.stack import WorkerProcess
 TOKEN_DELAY_MS = "150"  # the doomed worker's model is slow, so the kill lands mid-leg
 
 
-@pytest.fixture(scope="module")
-def stack_env(
-    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"rd{uuid.uuid4().hex[:8]}",
-        "SIGNOFF_LEASE_TTL_MS": "1500",
-        "SIGNOFF_TOOLS_MODULE": "tests.effect_tools",
-        "SIGNOFF_TEST_EFFECTS": str(tmp_path_factory.mktemp("redelivery") / "effects.log"),
-    }
+EFFECT_TOOLS = True  # tests.effect_tools, logging to `effects` (tests/conftest.py)
+STACK_ENV = {
+    "SIGNOFF_LEASE_TTL_MS": "1500",
+}
 
 
 @pytest.fixture

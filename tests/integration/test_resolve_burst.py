@@ -11,9 +11,10 @@ import httpx
 
 from shared.client import Client
 from shared.local.embedded_redis import free_port
-from shared.store.users import Role, TokenStore
-from tests.integration.test_web_command import SIGNOFF, wait_healthy
-from tests.stack import ROOT, WorkerProcess
+from shared.models.users import Role
+from shared.store.users import TokenStore
+from tests.integration.test_web_command import wait_healthy
+from tests.stack import ROOT, SIGNOFF, WorkerProcess
 from tests.web.conftest import wait_for
 
 EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Hi", "body": "Hello."}'

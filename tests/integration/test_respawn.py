@@ -17,11 +17,23 @@ from worker import respawn as respawn_module
 from worker.respawn import respawn
 
 
+def celery_children(parent: int) -> dict[str, int]:
+    """The pids of the Celery workers a `python -m worker worker` runs: turns and webhooks."""
+    tasks = Path(f"/proc/{parent}/task").iterdir()  # each child is started by a thread of its own
+    found = [pid for task in tasks for pid in (task / "children").read_text().split()]
+    assert len(found) == 2, found
+    kinds = {}
+    for pid in found:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        queue = command[command.index(b"-Q") + 1].decode()
+        kinds["webhooks" if queue.endswith("webhooks") else "turns"] = int(pid)
+    assert set(kinds) == {"turns", "webhooks"}, kinds
+    return kinds
+
+
 def celery_child(parent: int) -> int:
-    """The pid of the Celery worker a `python -m worker worker` runs."""
-    found = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
-    assert len(found) == 1, found
-    return int(found[0])
+    """The pid of the Celery worker that runs turns."""
+    return celery_children(parent)["turns"]
 
 
 def test_a_celery_worker_that_dies_is_restarted_and_turns_go_on(
@@ -30,15 +42,16 @@ def test_a_celery_worker_that_dies_is_restarted_and_turns_go_on(
     keeper = WorkerProcess(stack_env, name="respawn").start()
     try:
         assert keeper.process is not None
-        first = celery_child(keeper.process.pid)
-        os.kill(first, signal.SIGKILL)  # what kombu's "Unrecoverable error" amounts to
+        first = celery_children(keeper.process.pid)
+        os.kill(first["turns"], signal.SIGKILL)  # what kombu's "Unrecoverable error" amounts to
         deadline = time.monotonic() + 30
-        while keeper.log().count("ready.") < 2 and time.monotonic() < deadline:
+        while keeper.log().count("ready.") < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert keeper.log().count("ready.") == 2, keeper.log()
+        assert keeper.log().count("ready.") == 3, keeper.log()
         assert "restarting in 1 s" in keeper.log()
-        second = celery_child(keeper.process.pid)
-        assert second != first
+        now = celery_children(keeper.process.pid)
+        second = now["turns"]
+        assert second != first["turns"] and now["webhooks"] == first["webhooks"]
         response = client.new_conversation().chat_to_completion("after the restart")
         assert "after the restart" in response.text
     finally:
@@ -50,13 +63,14 @@ def test_a_celery_worker_that_dies_is_restarted_and_turns_go_on(
 def test_sigkill_of_the_keeper_takes_the_celery_worker_with_it(stack_env: dict[str, str]) -> None:
     keeper = WorkerProcess(stack_env, name="orphan").start()
     assert keeper.process is not None
-    child = celery_child(keeper.process.pid)
+    children = celery_children(keeper.process.pid).values()
     keeper.kill()
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    status = Path(f"/proc/{child}/status")
-    assert not status.exists() or "zombie" in status.read_text()
+    for child in children:
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = Path(f"/proc/{child}/status")
+        assert not status.exists() or "zombie" in status.read_text()
 
 
 def test_a_child_that_keeps_dying_at_start_is_given_up(
@@ -82,6 +96,26 @@ def test_a_child_that_lived_long_enough_is_restarted_until_it_exits_cleanly(
     )
     assert respawn([sys.executable, "-c", script]) == 0
     assert runs.read_text() == "xxxxx"
+
+
+def test_one_child_given_up_stops_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers kept at once: one that keeps dying at start is given up, and the other,
+    healthy one is stopped with it, so the exit is seen."""
+    monkeypatch.setattr(respawn_module, "FIRST_DELAY_S", 0.05)
+    stopped = tmp_path / "stopped"
+    healthy = (
+        "import signal, sys, time; from pathlib import Path\n"
+        "def stop(*_): Path(" + repr(str(stopped)) + ").write_text('yes'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "time.sleep(60)\n"
+    )
+    started = time.monotonic()
+    assert (
+        respawn([sys.executable, "-c", healthy], [sys.executable, "-c", "raise SystemExit(4)"]) == 4
+    )
+    assert stopped.read_text() == "yes" and time.monotonic() - started < 30
 
 
 UNRECOVERABLE = """

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 import pytest
 
 from shared.client import Client
 from shared.client.aio import AsyncClient
 from shared.errors import ConversationClosed, InvalidInput, PromptRejected, TurnFailed
-from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.chunks import ToolCallChunk
 from shared.models.content import Content, SlashCommand, TextPart
 from shared.models.events import ConversationStatus, TurnStatus
@@ -31,18 +29,10 @@ ANSWER = {
 }
 
 
-@pytest.fixture(scope="module")
-def stack_env(
-    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
-    effects = tmp_path_factory.mktemp("parity") / "effects.log"
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"sp{uuid.uuid4().hex[:8]}",
-        "SIGNOFF_FLUSH_INTERVAL_MS": "10",
-        "SIGNOFF_TOOLS_MODULE": "tests.effect_tools",
-        "SIGNOFF_TEST_EFFECTS": str(effects),
-    }
+EFFECT_TOOLS = True  # tests.effect_tools, logging to `effects` (tests/conftest.py)
+STACK_ENV = {
+    "SIGNOFF_FLUSH_INTERVAL_MS": "10",
+}
 
 
 # Slash commands

@@ -172,10 +172,14 @@ def operator_token(redis_url: str) -> str:
     return TokenStore(client, KeySpace("signoff")).create("test", "operator")
 
 
-def resolve_demo_approvals(base: str, token: str) -> None:
-    resolved = 0
+DEMO_APPROVALS = 4  # two emails, the budget question, and the MCP server's delete_note
+
+
+def resolve_demo_approvals(base: str, token: str) -> list[str]:
+    """Allows every demo approval (answers the question); the tools that asked."""
+    resolved: list[str] = []
     deadline = time.monotonic() + 60
-    while resolved < 3 and time.monotonic() < deadline:
+    while len(resolved) < DEMO_APPROVALS and time.monotonic() < deadline:
         for note in api(f"{base}/notifications", token)["items"]:  # type: ignore[index]
             body = (
                 {"kind": "submit", "content": {"budget": 1000}}
@@ -183,9 +187,10 @@ def resolve_demo_approvals(base: str, token: str) -> None:
                 else {"kind": "allow"}
             )
             api(f"{base}/notifications/{note['id']}/resolve", token, "POST", body)
-            resolved += 1
+            resolved.append(note["tool_call"]["name"])
         time.sleep(0.2)
-    assert resolved == 3
+    assert len(resolved) == DEMO_APPROVALS
+    return resolved
 
 
 def ignore_sigint() -> None:
@@ -205,12 +210,19 @@ def test_up_demo_runs_the_batch_and_stops_cleanly(tmp_path: Path, started: list[
     members = tree(up.pid)
     assert any(b"redis-server" in cmdline(p) for p in members)
 
-    resolve_demo_approvals(f"http://127.0.0.1:{port}/api/v1", operator_token(redis_url))
+    assert "demo: MCP server notes is connected" in banner
+    asked = resolve_demo_approvals(f"http://127.0.0.1:{port}/api/v1", operator_token(redis_url))
+    assert "notes__delete_note" in asked and "notes__list_notes" not in asked
     up.read_until("results written")
     results = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert [r["id"] for r in results][:3] == ["greet", "math", "time"] and len(results) == 8
+    assert [r["id"] for r in results][:3] == ["greet", "math", "time"] and len(results) == 10
     assert all(r["status"] == "done" for r in results)
     assert "1000" in next(r for r in results if r["id"] == "budget")["text"]
+    by_id = {r["id"]: r for r in results}
+    assert "notes__list_notes returned" in by_id["notes-list"]["text"]
+    assert "notes__delete_note returned" in by_id["notes-delete"]["text"]
+    notes = json.loads((tmp_path / ".signoff" / "notes.json").read_text())
+    assert "2" not in notes and "1" in notes  # the MCP server deleted exactly the one allowed
 
     members = full_tree(up.pid)
     os.kill(up.pid, signal.SIGINT)  # ignored by its parent shell, it still stops everything
@@ -243,7 +255,7 @@ def test_a_later_start_keeps_the_password_and_runs_no_second_demo(
     assert client.zcard(KeySpace("signoff").batches()) == 1
     token = operator_token(second.redis_url)
     notes = api(f"http://127.0.0.1:{port}/api/v1/notifications", token)["items"]  # type: ignore[index]
-    assert len(notes) == 3  # the first start's approvals, none added
+    assert len(notes) == DEMO_APPROVALS  # the first start's approvals, none added
 
     third = subprocess.run(
         [SIGNOFF, "up", "--port", str(free_port())],

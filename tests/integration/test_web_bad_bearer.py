@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 from shared.local.embedded_redis import EmbeddedRedis, free_port
-from tests.integration.test_web_command import SIGNOFF, wait_healthy
-from tests.stack import ROOT
+from tests.integration.test_web_command import wait_healthy
+from tests.stack import ROOT, SIGNOFF
 
 BAD_HEADERS = ["Bearer not-a-token", "Basic YWRhOnB3", "garbage"]
 

@@ -6,7 +6,6 @@ import http.cookiejar
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -17,9 +16,7 @@ import redis
 from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
-from tests.stack import ROOT
-
-SIGNOFF = str(Path(sys.executable).with_name("signoff"))
+from tests.stack import ROOT, SIGNOFF
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:

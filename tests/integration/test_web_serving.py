@@ -23,8 +23,8 @@ from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.settings import Settings
 from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
-from tests.integration.test_web_command import SIGNOFF, wait_healthy
-from tests.stack import ROOT
+from tests.integration.test_web_command import wait_healthy
+from tests.stack import ROOT, SIGNOFF
 
 CLOSING = b": closed: server shutting down; reconnect with Last-Event-ID"
 

@@ -22,8 +22,8 @@ import redis
 from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
-from tests.integration.test_web_command import SIGNOFF, wait_healthy
-from tests.stack import ROOT
+from tests.integration.test_web_command import wait_healthy
+from tests.stack import ROOT, SIGNOFF
 
 ADMIN_PASSWORD = "correct horse battery"
 CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')

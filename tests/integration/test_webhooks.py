@@ -12,17 +12,19 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner, Result
 
-from shared.cli.main import cli
+from cli.main import cli
 from shared.client import Client
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import NewAgent
+from shared.models.batches import BatchConfig, RetryFilter
 from shared.models.config import ConversationConfig
 from shared.models.content import Content
 from shared.models.events import ConversationStatus, FailedEvent
 from shared.models.notifications import Deny
 from shared.models.webhooks import DeliveryStatus, EndpointRequest, WebhookEndpoint
 from shared.settings import Settings
-from shared.store.batches import BatchConfig, BatchLine
+from shared.store.batch_retry import BatchRetry
+from shared.store.batches import BatchLine
 from shared.store.triggers import TriggerStore
 from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore
@@ -48,6 +50,7 @@ def stack_env(stack_env: dict[str, str]) -> dict[str, str]:
         "SIGNOFF_WEBHOOK_MAX_ATTEMPTS": "3",
         "SIGNOFF_WEBHOOK_RETRY_GRACE_S": str(GRACE_S),
         "SIGNOFF_PUBLIC_URL": PUBLIC,
+        "SIGNOFF_OUTBOUND_ALLOW": "127.0.0.1",  # the receivers are on loopback
     }
 
 
@@ -143,6 +146,29 @@ def test_a_finished_batch_and_an_expired_approval_are_announced(
     assert expired.body["data"]["notification_id"] == note.id
     assert expired.body["data"]["status"] == "expired"
     assert len(receiver.of("batch.finished")) == 1
+
+
+def test_a_retried_batch_is_announced_again_when_it_ends_again(
+    client: Client, endpoints: EndpointStore
+) -> None:
+    with Receiver(new_secret()).running() as receiver:
+        _register(endpoints, receiver, "batch.finished")
+        store = client.stores.batches
+        bid = store.create(BatchConfig(conversation=ConversationConfig(), max_concurrency=2))
+        lines = [
+            BatchLine(0, "ok", Content.from_text("fine")),
+            BatchLine(1, "bad", Content.from_text("please #fail")),
+        ]
+        store.submit(bid, lines)
+        store.finish_submission(bid)
+        [first] = wait_for(lambda: receiver.of("batch.finished"), "batch.finished")
+        assert BatchRetry(store).retry(bid, RetryFilter()).retried == 1
+        ends = lambda: receiver.of("batch.finished")  # noqa: E731
+        events = wait_for(lambda: len(ends()) == 2 and ends(), "the second batch.finished")
+    assert first.body["data"]["retries"] == 0 and first.body["data"]["counts"]["failed"] == 1
+    second = events[1].body["data"]
+    assert (second["retries"], second["status"], second["counts"]["failed"]) == (1, "done", 1)
+    assert "after retry 1" in second["text"] and len(events) == 2
 
 
 def test_a_cancelled_batch_is_announced_once_its_items_have_ended(

@@ -10,10 +10,11 @@ from __future__ import annotations
 import redis
 
 from shared.client.task_message import QueuedTask
+from shared.models.batches import BatchConfig, BatchState
 from shared.models.content import Content
 from shared.settings import Settings
 from shared.store.batch_scripts import TRANSITION
-from shared.store.batches import BatchConfig, BatchLine, BatchState, BatchStore
+from shared.store.batches import BatchLine, BatchStore
 from shared.store.keys import KeySpace
 
 
@@ -60,13 +61,7 @@ def test_a_dispatch_cut_before_the_release_is_released_by_the_next_one(
     store.submit(bid, lines(3))
     first, second, third = (store.conversation_id(bid, f"item-{i}") for i in range(3))
     # A dispatcher dies right after the batch's script: `second` runs, by the count only.
-    batch_keys = [
-        keys.batch(bid),
-        keys.batch_states(bid),
-        keys.batch_queue(bid),
-        keys.batch_releasing(bid),
-    ]
-    TRANSITION(real_redis, batch_keys, [first, BatchState.DONE.value])
+    TRANSITION(real_redis, store.dispatch_keys(bid), [first, BatchState.DONE.value, "", ""])
     assert held(real_redis, keys, second) and second not in sent.advanced
     assert store.info(bid).counts[BatchState.RUNNING] == 1
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import redis
 
+from shared.models.batches import BatchConfig, BatchState
 from shared.models.content import Content
 from shared.settings import Settings
-from shared.store.batches import BatchConfig, BatchLine, BatchState, BatchStore
+from shared.store.batches import BatchLine, BatchStore
 from shared.store.keys import KeySpace
 
 

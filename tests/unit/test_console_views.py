@@ -6,18 +6,18 @@ import time
 
 import redis
 
+from shared.models.batches import BatchState, BatchStatus
 from shared.models.config import ConversationConfig
 from shared.models.content import Content
 from shared.models.events import ConversationStatus, TurnStatus
 from shared.models.notifications import NotificationStatus, ResolutionKind
 from shared.models.steps import UsageMetadata
 from shared.settings import Settings
-from shared.store.batches import BatchState, BatchStatus
 from shared.store.conversations import ConversationRecord, ConversationStore
 from shared.store.keys import KeySpace
 from webui.api.models import AuditEntry, BatchSummary
 from webui.audit import AuditFilter, arguments_diff
-from webui.batch_bar import bar_segments, result_status
+from webui.batches.bar import bar_segments, result_status
 from webui.listing import ConversationFilter, ListedStatus, list_conversations
 from webui.summaries import LINE_CHARS, summarize_arguments
 from webui.timefmt import relative

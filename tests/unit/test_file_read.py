@@ -20,11 +20,8 @@ from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.steps import ToolCall
 from shared.settings import Settings
 from shared.workspace import MAX_READ_BYTES, read_file
+from tests.stack import make_settings
 from worker.tools import ToolContext, default_registry
-
-
-def make_settings(*roots: Path) -> Settings:
-    return Settings(workspace_roots=roots)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("shared", "worker", "webui")
+PACKAGES = ("shared", "worker", "webui", "cli")
 
 
 def _module_name(path: Path) -> str:
@@ -79,7 +79,7 @@ def test_no_import_cycle_among_project_modules() -> None:
 def test_shared_imports_neither_the_worker_nor_the_web() -> None:
     graph = _graph()
     backwards = {
-        module: sorted(t for t in targets if t.startswith(("worker", "webui")))
+        module: sorted(t for t in targets if t.startswith(("worker", "webui", "cli")))
         for module, targets in graph.items()
         if module.startswith("shared")
     }
@@ -88,3 +88,66 @@ def test_shared_imports_neither_the_worker_nor_the_web() -> None:
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_cli_imports_only_shared() -> None:
+    """`signoff` starts the worker and the web as processes; it never imports them."""
+    graph = _graph()
+    reaching = {
+        module: sorted(t for t in targets if t.startswith(("worker", "webui")))
+        for module, targets in graph.items()
+        if module.startswith("cli")
+    }
+    assert {module: targets for module, targets in reaching.items() if targets} == {}
+
+
+def test_the_worker_and_the_web_import_neither_each_other_nor_the_cli() -> None:
+    graph = _graph()
+    crossing = {
+        module: sorted(
+            t
+            for t in targets
+            if t.startswith("cli") or t.split(".")[0] not in ("shared", module.split(".")[0])
+        )
+        for module, targets in graph.items()
+        if module.startswith(("worker", "webui"))
+    }
+    assert {module: targets for module, targets in crossing.items() if targets} == {}
+
+
+def test_every_package_says_what_lives_there() -> None:
+    """Each folder opens with the one line that tells a newcomer what it holds."""
+    silent = [
+        str(init.relative_to(ROOT))
+        for package in PACKAGES
+        for init in (ROOT / package).rglob("__init__.py")
+        if not ast.get_docstring(ast.parse(init.read_text()))
+    ]
+    assert silent == []
+
+
+def test_no_module_name_repeats_its_folder_as_a_prefix() -> None:
+    """A feature's modules live in its folder (`webui/batches/bar.py`), not side by side as
+    `batch_bar.py`, `batch_input.py`: three or more modules sharing a prefix is a folder."""
+    crowded = []
+    for package in PACKAGES:
+        for folder in [ROOT / package, *(ROOT / package).rglob("*/")]:
+            if not (folder / "__init__.py").exists():
+                continue
+            prefixes: dict[str, list[str]] = {}
+            for module in folder.glob("*_*.py"):
+                prefixes.setdefault(module.stem.split("_")[0], []).append(module.stem)
+            crowded += [sorted(names) for names in prefixes.values() if len(names) >= 3]
+    assert crowded == []
+
+
+def test_domain_enums_and_models_live_in_the_models_package() -> None:
+    """Where people look for `BatchState` or `Role`: `shared/models/`, not beside a store."""
+    misplaced = [
+        f"{path.relative_to(ROOT)}:{node.name}"
+        for path in (ROOT / "shared" / "store").rglob("*.py")
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(base, ast.Name) and base.id == "Enum" for base in node.bases)
+    ]
+    assert misplaced == []

@@ -9,7 +9,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from shared.cli.retry import RedisRetry, unreachable
+from cli.retry import RedisRetry, unreachable
 from shared.client.tasks import TaskSender
 from shared.errors import SettingsError, StorageError
 from shared.local.embedded_redis import free_port

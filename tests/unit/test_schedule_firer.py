@@ -27,8 +27,8 @@ from shared.models.webhooks import EndpointRequest, WebhookEvent
 from shared.settings import DoubleTextPolicy, Settings
 from shared.store.bundle import Stores
 from shared.store.webhooks import EndpointStore
-from worker.schedule_firer import CLAIM_BATCH, ScheduleFirer
-from worker.schedule_runs import ScheduleRunner, run_conversation_id
+from worker.schedules.firer import CLAIM_BATCH, ScheduleFirer
+from worker.schedules.runs import ScheduleRunner, run_conversation_id
 
 T0 = 1_000_000.0
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from shared.errors import ProviderError
 from shared.models.config import ToolSelection
+from shared.models.model_settings import ModelSettings
 from shared.models.steps import ToolCall
 from shared.settings import Settings
 from worker.providers.base import (
@@ -419,3 +420,21 @@ def test_slow_overrides_the_delay_setting() -> None:
 def test_delay_comes_from_settings() -> None:
     assert ScriptedProvider(Settings(scripted_token_delay_ms=7)).token_delay_ms == 7
     assert ScriptedProvider().token_delay_ms == 0
+
+
+def test_max_output_tokens_caps_the_text_and_reports_length() -> None:
+    long = run(ask("tell me #long"))
+    capped = run(ask("tell me #long", settings=ModelSettings(max_output_tokens=5)))
+    assert len(tokens(text_of(long))) > 5
+    assert tokens(text_of(capped)) == tokens(text_of(long))[:5]
+    usage = next(e.usage for e in capped if isinstance(e, UsageEvent))
+    assert usage.candidates_token_count == 5
+    assert capped[-1] == FinishEvent("length")
+    assert run(ask("hi", settings=ModelSettings(max_output_tokens=10_000)))[-1] == FinishEvent()
+
+
+def test_stop_ends_the_text_before_the_first_stop_string() -> None:
+    plain = text_of(run(ask("hello there")))
+    stopped = run(ask("hello there", settings=ModelSettings(stop=["there", "You"])))
+    assert text_of(stopped) == plain[: plain.index("You")]
+    assert stopped[-1] == FinishEvent("stop")

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from shared.errors import SettingsError
 from shared.settings import load_settings
-
-SIGNOFF = str(Path(sys.executable).with_name("signoff"))
+from tests.stack import SIGNOFF
 
 
 @pytest.mark.parametrize(

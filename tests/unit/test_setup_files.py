@@ -68,7 +68,7 @@ def test_every_lua_script_ships_as_package_data() -> None:
         assert any(inside.match(p) for p in patterns.get(package, [])), script
 
 
-@pytest.mark.parametrize("target", ["run", "test", "install"])
+@pytest.mark.parametrize("target", ["run", "test", "test-rabbitmq", "install"])
 def test_every_make_install_uses_the_lock(tmp_path: Path, target: str) -> None:
     venv = tmp_path / "venv"
     planned = subprocess.run(
@@ -91,7 +91,12 @@ def test_ci_runs_what_the_readme_says() -> None:
         for line in (ROOT / ".ci" / "run").read_text().splitlines()
         if line and not line.startswith(("#", "set ", "cd "))
     ]
-    assert commands[-1] == "make test"
+    # the README's test commands, then the short fuzz run (docs/fuzzing.md) and nothing else
+    assert [c.split("#")[0].strip() for c in commands[-3:]] == [
+        "make test",
+        "make test-rabbitmq",
+        "make fuzz-quick",
+    ], commands
     assert not any("apt-get" in line or "pip install" in line for line in commands)
 
 
@@ -124,7 +129,11 @@ def test_missing_packages_are_installed_when_root(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     update, install = (tmp_path / "apt.log").read_text().splitlines()
     assert update == "update -qq"
-    assert re.fullmatch(r"install -y -qq redis-server( chromium)? cmake g\+\+", install), install
+    assert re.fullmatch(
+        r"install -y -qq redis-server( chromium)? cmake g\+\+( prometheus)?( iproute2)?"
+        r"( rabbitmq-server)?",
+        install,
+    ), install
 
 
 def test_without_root_the_exact_command_is_printed(tmp_path: Path) -> None:

@@ -6,13 +6,14 @@ import time
 
 import redis
 
+from shared.models.batches import BatchConfig, BatchState
 from shared.models.steps import UsageMetadata
 from shared.settings import Settings
 from shared.store.batch_scripts import TRANSITION
-from shared.store.batches import BatchConfig, BatchState, BatchStore
+from shared.store.batches import BatchStore
 from shared.store.keys import KeySpace
 from tests.unit.test_batch_hold import Sent, held, lines
-from worker.sweeper import Sweeper
+from worker.sweep.sweeper import Sweeper
 
 
 def test_the_sweep_finishes_a_cut_dispatch_and_keeps_the_cap(
@@ -26,13 +27,8 @@ def test_the_sweep_finishes_a_cut_dispatch_and_keeps_the_cap(
     store.finish_submission(bid)
     first, second, third = (store.conversation_id(bid, f"item-{i}") for i in range(3))
     assert sent.advanced == [first]
-    batch_keys = [
-        keys.batch(bid),
-        keys.batch_states(bid),
-        keys.batch_queue(bid),
-        keys.batch_releasing(bid),
-    ]
-    TRANSITION(real_redis, batch_keys, [first, BatchState.DONE.value])  # then the process died
+    # The item ends, then the process dies before releasing the next one.
+    TRANSITION(real_redis, store.dispatch_keys(bid), [first, BatchState.DONE.value, "", ""])
     assert held(real_redis, keys, second)
     swept = Sweeper(real_redis, keys, settings, batches=store, send_advance=sent.advance).sweep()
     assert swept.dispatched == [second]

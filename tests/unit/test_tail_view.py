@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.cli.tail_view import TailView
+from cli.tail_view import TailView
 from shared.models.events import ChatResponse, CompletedEvent, EventBase, FailedEvent, StepEvent
 from shared.models.steps import Step, StepType, ToolCall
 

@@ -15,6 +15,7 @@ from shared.errors import Conflict, InvalidInput, NotFound, SettingsError
 from shared.models.config import ToolPolicy
 from shared.models.steps import ToolCall
 from shared.settings import Settings
+from tests.stack import make_settings
 from worker.providers.base import ToolSpec
 from worker.tools import (
     BUILTIN_TOOLS,
@@ -48,10 +49,6 @@ def root(tmp_path: Path) -> Path:
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "secret.txt").write_text("secret")
     return tmp_path / "root"
-
-
-def make_settings(root: Path, *, writable: bool = False, tools_module: str = "") -> Settings:
-    return Settings(workspace_roots=(root,), workspace_writable=writable, tools_module=tools_module)
 
 
 def make_context(settings: Settings) -> ToolContext:

@@ -18,8 +18,8 @@ from shared.settings import Settings
 from shared.store.keys import KeySpace
 from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore, emit_webhook_event
-from worker.webhook_delivery import Deliverer
-from worker.webhook_dispatch import Dispatcher
+from worker.webhooks.delivery import Deliverer
+from worker.webhooks.dispatch import Dispatcher
 
 
 def _dispatcher(
@@ -105,7 +105,9 @@ def test_a_stale_or_concurrent_copy_of_an_attempt_sends_nothing(
     log = DeliveryLog(real_redis, keys, size=100)
     Dispatcher(real_redis, keys, log, sent.append, consumer="a").step(block_ms=10)
     [did] = sent
-    settings = Settings(webhook_timeout_s=1.0, webhook_max_attempts=5)
+    settings = Settings(
+        webhook_timeout_s=1.0, webhook_max_attempts=5, outbound_allow=("127.0.0.1",)
+    )
     deliverer = Deliverer(settings, store, log)
     first = deliverer.attempt(did, 0)  # port 9 refuses: a failed attempt, a retry after it
     assert first is not None and first.made == 1

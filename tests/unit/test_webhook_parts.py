@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -23,7 +24,7 @@ from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore, emit_webhook_event
 from shared.webhooks.prompt_template import PromptTemplate
 from shared.webhooks.signing import SignatureRefused, new_secret, sign, signed_headers, verify
-from worker.webhook_delivery import backoff_s
+from worker.webhooks.delivery import backoff_s
 
 KEY = b"0123456789abcdef0123456789abcdef"
 SECRET = "whsec_" + base64.b64encode(KEY).decode()
@@ -48,6 +49,24 @@ def test_verify_accepts_a_good_signature_among_several_and_refuses_the_rest() ->
     ]:
         with pytest.raises(SignatureRefused, match=words):
             verify(SECRET, bad_headers, body, now=now, tolerance_s=300)
+
+
+def test_signatures_agree_with_the_standard_webhooks_reference_library() -> None:
+    """Ours is kept (see docs/architecture.md), so it is checked against the reference code."""
+    import time
+
+    from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+    reference = Webhook(SECRET)
+    now = int(time.time())
+    body = '{"type":"turn.failed","data":{"text":"h\u00e9"}}'
+    ours = signed_headers(SECRET, "msg_2", now, body)
+    assert reference.verify(body, ours, json_parse=False) is None  # raises when they differ
+    with pytest.raises(WebhookVerificationError):
+        reference.verify(body, signed_headers(new_secret(), "msg_2", now, body), json_parse=False)
+    theirs = reference.sign("msg_3", datetime.fromtimestamp(now, UTC), body)
+    headers = {"webhook-id": "msg_3", "webhook-timestamp": str(now), "webhook-signature": theirs}
+    assert verify(SECRET, headers, body, now=now, tolerance_s=300).msg_id == "msg_3"
 
 
 def test_templates_copy_fields_and_refuse_everything_else() -> None:

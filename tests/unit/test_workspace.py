@@ -11,12 +11,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from shared.settings import Settings
+from tests.stack import make_settings
 from worker.tools.base import ToolFailed
 from worker.tools.workspace import resolve_path, workspace_roots
-
-
-def make_settings(*roots: Path, writable: bool = False) -> Settings:
-    return Settings(workspace_roots=roots, workspace_writable=writable)
 
 
 @pytest.fixture

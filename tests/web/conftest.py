@@ -12,13 +12,13 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from jsonschema import Draft202012Validator, FormatChecker
 
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.events import EventBase
+from shared.models.users import Role
 from shared.settings import Settings
 from shared.store.emit import EMIT_LUA, encode_event
-from shared.store.lua import LuaScript
-from shared.store.users import Role
 from tests.stack import WorkerProcess
 from webui import create_app
 from webui.services import Services
@@ -27,7 +27,7 @@ OPERATOR = ("ada", "correct horse battery")
 SECRET = "test-secret-key-not-for-production"
 
 # Writes one event exactly as the stores do: XADD to the stream, PUBLISH to both channels.
-_EMIT = LuaScript(EMIT_LUA + "return emit(KEYS[1], ARGV[1], ARGV[2], {ARGV[3], ARGV[4]}, ARGV[5])")
+_EMIT = EMIT_LUA + "return emit(KEYS[1], ARGV[1], ARGV[2], {ARGV[3], ARGV[4]}, ARGV[5])"
 
 AppFactory = Callable[..., Flask]
 
@@ -39,6 +39,24 @@ def web_settings(**overrides: Any) -> Settings:
         "sse_heartbeat_s": 0.2,
     }
     return Settings(**(values | overrides))
+
+
+def body_validator(
+    http: FlaskClient, headers: dict[str, str], method: str, path: str
+) -> Draft202012Validator:
+    """The JSON request body schema the served OpenAPI document gives one operation, so a test
+    can check that the document and the server agree on a body."""
+    document = http.get("/api/v1/openapi.json", headers=headers).json
+    body = document["paths"][path][method]["requestBody"]["content"]["application/json"]
+    return Draft202012Validator(
+        {**body["schema"], "components": document["components"]}, format_checker=FormatChecker()
+    )
+
+
+def documented(http: FlaskClient, headers: dict[str, str], method: str, path: str) -> set[int]:
+    """The status codes the served OpenAPI document lists for one operation."""
+    document = http.get("/api/v1/openapi.json", headers=headers).json
+    return {int(status) for status in document["paths"][path][method]["responses"]}
 
 
 def services_of(app: Flask) -> Services:
@@ -131,11 +149,8 @@ def emit(svc: Services, event: EventBase) -> str:
     """Appends an event to its conversation's stream and publishes it; returns the stream id."""
     keys, settings = svc.keys, svc.settings
     cid = event.conversation_id
-    stream_id = _EMIT(
-        svc.redis,
-        [keys.events(cid)],
-        [settings.stream_maxlen, 60_000, keys.live(cid), keys.live_all(), encode_event(event)],
-    )
+    args = [settings.stream_maxlen, 60_000, keys.live(cid), keys.live_all(), encode_event(event)]
+    stream_id = svc.redis.eval(_EMIT, 1, keys.events(cid), *args)
     return str(stream_id)
 
 

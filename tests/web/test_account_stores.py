@@ -9,9 +9,11 @@ import pytest
 import redis
 
 from shared.errors import InvalidInput, NotFound
+from shared.models.users import Role
 from shared.store.keys import KeySpace
+from shared.store.login_throttle import LoginThrottle
 from shared.store.sessions import SessionStore
-from shared.store.users import LoginThrottle, Role, TokenStore, UserStore
+from shared.store.users import TokenStore, UserStore
 
 PASSWORD = "correct horse battery"
 
@@ -167,8 +169,8 @@ def test_throttle_counts_per_username(real_redis: redis.Redis, keys: KeySpace) -
     throttle = LoginThrottle(real_redis, keys, per_minute=100, per_user_per_minute=2)
     assert [throttle.attempt_as("ada") for _ in range(3)] == [True, True, False]
     assert throttle.attempt_as("bob")
-    assert 0 < real_redis.ttl(f"{keys.prefix}:login-user:ada") <= 60
+    assert 0 < real_redis.ttl(f"{keys.prefix}:login-window-user:ada") <= 60
     throttle.attempt_as("odd name\r\nwith: {braces}")
     assert not any(
-        set(key) & set(" \r\n{}") for key in real_redis.keys(f"{keys.prefix}:login-user:*")
+        set(key) & set(" \r\n{}") for key in real_redis.keys(f"{keys.prefix}:login-window-user:*")
     )

@@ -11,9 +11,9 @@ from flask.testing import FlaskClient
 
 from shared.models.config import ToolPolicy
 from shared.models.triggers import TriggerRequest
+from shared.models.users import Role
 from shared.store.policy import ToolInfo
 from shared.store.triggers import TriggerStore
-from shared.store.users import Role
 from tests.web.conftest import bearer, form_csrf
 from webui.services import Services
 
@@ -255,3 +255,81 @@ def test_the_agents_page(signed_in: FlaskClient, svc: Services) -> None:
         "/agents/pager/delete", data={"csrf_token": csrf, "force": "on"}, follow_redirects=True
     )
     assert "Agent pager deleted." in forced.text and svc.stores.agents.list() == []
+
+
+def test_the_agents_page_sets_the_context_size_and_the_model_settings(
+    signed_in: FlaskClient, svc: Services
+) -> None:
+    csrf = form_csrf(signed_in.get("/agents").text)
+    fields = {
+        "csrf_token": csrf,
+        "name": "tuned",
+        "provider": "openai",
+        "context_tokens": "4096",
+        "max_output_tokens": "256",
+        "temperature": "0.2",
+        "top_p": "0.9",
+        "seed": "7",
+        "reasoning_effort": "low",
+        "parallel_tool_calls": "false",
+        "stop": "</end>\r\nSTOP\r\n",
+        "extra": '{"top_k": 40, "note": "<i>x</i>"}',
+    }
+    created = signed_in.post("/agents/new", data=fields, follow_redirects=True)
+    assert "Agent tuned created (version 1)" in created.text
+    agent = svc.stores.agents.get("tuned")
+    assert agent.context_tokens == 4096
+    assert agent.model_settings is not None
+    assert agent.model_settings.model_dump(exclude_none=True) == {
+        "max_output_tokens": 256,
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "seed": 7,
+        "reasoning_effort": "low",
+        "parallel_tool_calls": False,
+        "stop": ["</end>", "STOP"],
+        "extra": {"top_k": 40, "note": "<i>x</i>"},
+    }
+    # The edit form shows them back, escaped, so saving it unchanged keeps them.
+    page = created.text
+    assert (
+        'name="context_tokens" type="number" min="1" max="1000000000" step="1" value="4096"' in page
+    )
+    assert '<option value="low" selected>' in page and '<option value="false" selected>' in page
+    assert "&lt;/end&gt;\nSTOP</textarea>" in page and "<i>x</i>" not in page
+    assert "&#34;note&#34;: &#34;&lt;i&gt;x&lt;/i&gt;&#34;" in page
+    edit = {k: v for k, v in fields.items() if k != "name"} | {"context_tokens": "8192"}
+    saved = signed_in.post("/agents/tuned/update", data=edit, follow_redirects=True)
+    assert "Agent tuned is now version 2." in saved.text
+    now = svc.stores.agents.get("tuned")
+    assert now.context_tokens == 8192 and now.model_settings == agent.model_settings
+    cleared = signed_in.post(
+        "/agents/tuned/update", data={"csrf_token": csrf, "provider": "openai"}
+    )
+    assert cleared.status_code == 302
+    now = svc.stores.agents.get("tuned")
+    assert (now.version, now.context_tokens, now.model_settings) == (3, None, None)
+
+    for bad, named in [
+        ({"context_tokens": "0"}, "context_tokens"),
+        ({"context_tokens": "lots"}, "context_tokens: &#39;lots&#39; is not a whole number"),
+        ({"temperature": "3"}, "temperature"),
+        ({"top_p": "most"}, "top_p: &#39;most&#39; is not a number"),
+        ({"parallel_tool_calls": "maybe"}, "parallel_tool_calls"),
+        ({"extra": "[1]"}, "extra: a JSON object"),
+        ({"extra": "{"}, "extra: not JSON"),
+        ({"reasoning_effort": "<b>max</b>"}, "reasoning_effort"),
+        ({"stop": "\n".join(f"s{n}" for n in range(9))}, "stop"),
+        ({"provider": "scripted", "temperature": "0.5"}, "temperature"),
+    ]:
+        refused = signed_in.post(
+            "/agents/tuned/update",
+            data={"csrf_token": csrf, "provider": "openai", **bad},
+            follow_redirects=True,
+        )
+        assert "Agent tuned not changed" in refused.text, bad
+        assert named in refused.text, (bad, refused.text[-2000:])
+        assert "<b>max</b>" not in refused.text
+    assert svc.stores.agents.get("tuned").version == 3
+    no_token = signed_in.post("/agents/tuned/update", data={"context_tokens": "100"})
+    assert no_token.status_code == 403 and svc.stores.agents.get("tuned").version == 3

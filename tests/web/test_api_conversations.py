@@ -27,7 +27,7 @@ def test_every_api_route_needs_credentials(app: Flask, http: FlaskClient) -> Non
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             response = http.open(_concrete(rule.rule), method=method)
             assert response.status_code == 401, (method, rule.rule)
-            if rule.endpoint.endswith(".fire_trigger") and method == "POST":
+            if rule.endpoint.endswith((".fire_trigger", ".interactions")) and method == "POST":
                 # an inbound trigger is authenticated by the sender's signature alone
                 assert response.json["error"]["code"] == "bad_signature"
                 assert response.headers["WWW-Authenticate"].startswith("Signature")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
-from shared.store.users import Role
+from shared.models.users import Role
 from tests.web.conftest import AppFactory, bearer, new_conversation, services_of
 
 

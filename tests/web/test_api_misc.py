@@ -10,7 +10,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from shared.local.embedded_redis import free_port
-from shared.store.users import Role
+from shared.models.users import Role
 from tests.web.conftest import AppFactory, bearer, services_of
 from webui.services import Services
 
@@ -85,7 +85,10 @@ def test_usage_up_to_a_future_day_stops_today(http: FlaskClient, viewer: dict[st
 
 
 # Routes a caller authenticates with a signature of the request, not a user's credentials.
-SIGNED_BY_THE_SENDER = {("POST", "/api/v1/triggers/{name}")}
+SIGNED_BY_THE_SENDER = {
+    ("POST", "/api/v1/triggers/{name}"),
+    ("POST", "/api/v1/slack/interactions"),
+}
 
 
 def test_openapi_lists_every_route(app: Flask, http: FlaskClient, viewer: dict[str, str]) -> None:
@@ -114,7 +117,10 @@ def test_openapi_lists_every_route(app: Flask, http: FlaskClient, viewer: dict[s
                 "/pause",
                 "/resume",
                 "/redeliver",
+                "/refresh",
                 "/secret",
+                "/claim",
+                "/release",
             )
             if method == "POST" and not path.endswith(bodiless):
                 assert "requestBody" in operation, path
@@ -137,13 +143,13 @@ def test_openapi_schemas_resolve(http: FlaskClient, viewer: dict[str, str]) -> N
     assert "text/event-stream" in events["responses"]["200"]["content"]
     assert "NewConversation" in schemas and "ConversationDetail" in schemas
     results = document["paths"]["/api/v1/batches/{bid}/results"]["get"]
-    assert set(results["responses"]["200"]["content"]) == {"application/x-ndjson"}
+    assert set(results["responses"]["200"]["content"]) == {"application/x-ndjson", "text/csv"}
     assert results["x-required-role"] == "viewer"
     roles = {
         ("/api/v1/batches", "post"): "submitter",
         ("/api/v1/batches/{bid}/cancel", "post"): "submitter",
         ("/api/v1/batches", "get"): "viewer",
-        ("/api/v1/notifications/bulk-resolve", "post"): "operator",
+        ("/api/v1/notifications/bulk-resolve", "post"): "approver",
         ("/api/v1/audit", "get"): "viewer",
     }
     for (path, method), role in roles.items():

@@ -10,6 +10,7 @@ from flask.testing import FlaskClient
 
 from shared.models.content import Content
 from shared.models.events import ChatResponse
+from shared.models.model_settings import ModelSettings
 from shared.models.steps import Step, StepSource, StepType, UsageMetadata
 from shared.store.history import HistoryStore
 from tests.web.conftest import AppFactory, bearer, new_conversation, services_of
@@ -227,12 +228,20 @@ def test_prompt_options_are_stored_with_the_turn(
 ) -> None:
     cid = new_conversation(http, submitter)
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
-    body = {"text": "hi", "tool_selection": "none", "timeout_s": 5, "response_schema": schema}
+    body = {
+        "text": "hi",
+        "tool_selection": "none",
+        "timeout_s": 5,
+        "response_schema": schema,
+        "model_settings": {"max_output_tokens": 9, "stop": ["END"]},
+    }
     response = _send(http, cid, submitter, json=body)
     assert response.status_code == 202, response.json
     options = svc.store.turn(cid, response.json["turn_id"]).options
     assert (options.tool_selection, options.timeout_s) == ("none", 5)
     assert options.response_schema == schema
+    assert options.model_settings is not None
+    assert options.model_settings.chosen() == ["max_output_tokens", "stop"]
     plain = _send(http, cid, submitter, json={"text": "again"}).json["turn_id"]
     assert svc.store.turn(cid, plain).options.is_empty()
     shown = http.get(
@@ -242,6 +251,7 @@ def test_prompt_options_are_stored_with_the_turn(
         "tool_selection": "none",
         "timeout_s": 5.0,
         "response_schema": schema,
+        "model_settings": ModelSettings(max_output_tokens=9, stop=["END"]).model_dump(mode="json"),
     }
 
 

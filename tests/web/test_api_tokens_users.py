@@ -8,7 +8,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.store.users import Role
+from shared.models.users import Role
 from tests.web.conftest import OPERATOR, bearer, page_csrf, sign_in
 from webui.services import Services
 
@@ -113,6 +113,8 @@ def test_disable_ends_sessions_and_enable_lets_back_in(
     assert listed == [
         {
             "name": OPERATOR[0],
+            "role": "operator",
+            "scopes": [],
             "created_at": pytest.approx(svc.users.info(OPERATOR[0]).created_at),
             "disabled": False,
             "sessions": 1,

@@ -9,7 +9,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.store.users import Role
+from shared.models.users import Role
 from tests.web.conftest import OPERATOR, bearer, form_csrf, new_conversation, sign_in
 from webui.services import Services
 
@@ -77,7 +77,7 @@ def test_resolving_through_the_api(http: FlaskClient, roles: dict[Role, dict[str
     for role in (Role.VIEWER, Role.SUBMITTER):
         refused = http.post(url, json=allow, headers=roles[role])
         assert refused.status_code == 403
-        assert "operator role" in refused.json["error"]["message"]
+        assert "approver role" in refused.json["error"]["message"]
     invalid = http.post(url, json={"kind": "deny", "reason": " "}, headers=roles[Role.OPERATOR])
     assert invalid.status_code == 422
     resolved = http.post(url, json=allow, headers=roles[Role.OPERATOR])

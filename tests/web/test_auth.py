@@ -109,7 +109,7 @@ def test_sign_in_is_rate_limited_per_address(make_app: AppFactory) -> None:
     )
     assert ok.status_code == 302  # another address has its own budget
     svc = services_of(app)
-    ttl = svc.redis.ttl(f"{svc.keys.prefix}:login:127.0.0.1")
+    ttl = svc.redis.ttl(f"{svc.keys.prefix}:login-window:127.0.0.1")
     assert 0 < ttl <= 60
 
 

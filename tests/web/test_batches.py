@@ -10,7 +10,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from shared.store.users import Role
+from shared.models.users import Role
 from tests.web.conftest import (
     OPERATOR,
     batch_when,
@@ -200,7 +200,9 @@ def test_batch_page_shows_approvals_and_cancels(
     page = http.get(f"/batches/{bid}").text
     assert 'class="batch-progress" value="0" max="3"' in page
     assert '<td data-state="waiting">3</td>' in page
-    assert f'href="/approvals?batch_id={bid}"' in page and page.count("Allow calculator?") == 3
+    assert f'href="/approvals?batch_id={bid}"' in page
+    assert page.count('<li><a href="/approvals/') == 3  # each titled by what it would run
+    assert all(f"calculator expression {n}+1" in page for n in range(3))
     assert 'data-batch-status="running"' in page and 'id="cancel-form"' in page
     inbox = http.get(f"/approvals?batch={bid}").text
     assert 'id="pending-count">3<' in inbox

@@ -11,7 +11,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from shared.models.notifications import Allow, Resolution
-from shared.store.users import Role
+from shared.models.users import Role
 from tests.web.conftest import (
     OPERATOR,
     batch_when,
@@ -106,7 +106,8 @@ def test_bulk_allow_shows_the_count_and_asks_again_when_it_changed(
     done = http.post(
         "/approvals/bulk", data={**again, "csrf_token": form_csrf(preview)}, follow_redirects=True
     )
-    assert done.status_code == 200 and "Allowed 2 of 2." in done.text
+    assert done.status_code == 200 and f"Allowed 2 of 2: batch {bid}." in done.text
+    assert done.request.path == f"/batches/{bid}"  # nothing of it left to decide: its page
     assert svc.notifications.count_pending(batch_id=bid) == 0
     answers = _answers(http, roles[Role.VIEWER], bid)
     assert "calculator was denied" in answers[0] and "not this one" in answers[0]
@@ -131,17 +132,19 @@ def test_bulk_deny_needs_a_reason_and_counts_conflicts(
     original = svc.notifications.resolve
     raced: list[str] = []
 
-    def someone_else_first(nid: str, resolution: Resolution | dict[str, Any], *, actor: str) -> Any:
+    def someone_else_first(
+        nid: str, resolution: Resolution | dict[str, Any], *, actor: str, **checked: Any
+    ) -> Any:
         if not raced:  # another operator allows the second one just before ours lands
             raced.append(ids[1])
             original(ids[1], Allow(), actor="bob")
-        return original(nid, resolution, actor=actor)
+        return original(nid, resolution, actor=actor, **checked)
 
     monkeypatch.setattr(svc.notifications, "resolve", someone_else_first)
     done = http.post("/approvals/bulk", data={**fields, "reason": "no maths today"})
     assert done.status_code == 302
     flashed = http.get(done.headers["Location"]).text
-    assert "Denied 1 of 2; 1 already resolved by someone else." in flashed
+    assert f"Denied 1 of 2; 1 already resolved by someone else: batch {bid}." in flashed
     first, second = svc.notifications.get(ids[0]), svc.notifications.get(ids[1])
     assert first.resolved_by == OPERATOR[0] and first.resolution is not None
     assert first.resolution.kind == "deny" and second.resolved_by == "bob"
@@ -160,7 +163,7 @@ def test_bulk_leaves_notifications_that_arrived_after_the_count(
     submit_batch(http, roles[Role.SUBMITTER], [later], batch_id=bid)
     wait_for(lambda: svc.notifications.count_pending(batch_id=bid) == 2, "the later call")
     done = http.post("/approvals/bulk", data=fields, follow_redirects=True)
-    assert "Allowed 1 of 1." in done.text
+    assert f"Allowed 1 of 1: batch {bid}." in done.text
     [left] = svc.notifications.pending(batch_id=bid)
     assert left.id != first and left.tool_call is not None
     assert left.tool_call.args == {"expression": "8+8"}
@@ -193,7 +196,7 @@ def test_bulk_resolve_needs_the_operator_role(
     assert http.post(BULK, json=body).status_code == 401
     for role in (Role.VIEWER, Role.SUBMITTER):
         refused = http.post(BULK, json=body, headers=roles[role])
-        assert refused.status_code == 403 and "operator role" in refused.text
+        assert refused.status_code == 403 and "approver role" in refused.text
     malformed = http.post(
         BULK, data=b"{", headers={**roles[Role.OPERATOR], "Content-Type": "application/json"}
     )

@@ -12,7 +12,7 @@ import time
 import pytest
 from flask.testing import FlaskClient
 
-from shared.store.batches import BatchConfig
+from shared.models.batches import BatchConfig
 from tests.web.conftest import new_conversation
 from webui.services import Services
 

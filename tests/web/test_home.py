@@ -6,7 +6,7 @@ import re
 
 from flask.testing import FlaskClient
 
-from shared.store.batches import BatchConfig
+from shared.models.batches import BatchConfig
 from tests.pending_records import put
 from webui.services import Services
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from flask.testing import FlaskClient
 
+from shared.models.batches import BatchConfig, BatchStatus
 from shared.models.steps import Step, StepSource, StepTarget, StepType, ToolCall, UsageMetadata
-from shared.store.batches import BatchConfig, BatchStatus
 from shared.store.history import HistoryStore
 from tests.web.conftest import page_csrf
 from webui.services import Services
@@ -139,9 +139,9 @@ def test_page_forms_refuse_a_submitter_on_someone_elses_conversation(
     http: FlaskClient, svc: Services, submitter: dict[str, str]
 ) -> None:
     cid = svc.client.new_conversation(owner="someone-else").conversation_id
-    for action in ("abort", "close", "prompts"):
+    for action in ("abort", "close", "prompts", "fork"):
         response = http.post(
-            f"/conversations/{cid}/{action}", data={"text": "hi"}, headers=submitter
+            f"/conversations/{cid}/{action}", data={"text": "hi", "at_step": "0"}, headers=submitter
         )
         assert response.status_code == 403, (action, response.status_code, response.text[:300])
     record = svc.store.get(cid)
@@ -158,3 +158,32 @@ def test_the_batch_page_refuses_a_submitter_cancelling_someone_elses_batch(
     allowed = http.post(f"/batches/{bid}/cancel", headers=operator)
     assert allowed.status_code == 302
     assert svc.batches.info(bid).status is BatchStatus.CANCELLED
+
+
+def test_the_conversation_page_is_a_timeline_of_its_steps(
+    signed_in: FlaskClient, svc: Services
+) -> None:
+    cid = svc.client.new_conversation().conversation_id
+    asked = Step.user_input("hello", turn_id="t1", index=0)
+    answered = Step.model_response(
+        turn_id="t1", index=1, status=asked.status, content="hi"
+    ).model_copy(update={"at": asked.at + 12.4 if asked.at else None})
+    untimed = Step.tool_result(
+        ToolCall(id="c", name="clock"), "12:00", turn_id="t1", index=2, status=asked.status
+    )
+    untimed = untimed.model_copy(update={"at": None})  # recorded before steps kept their time
+    HistoryStore(svc.redis, svc.keys, cid).append(asked, answered, untimed, start_turn=True)
+    html = signed_in.get(f"/conversations/{cid}").text
+    assert asked.at is not None
+    times = re.findall(r'<p class="step-time"><time datetime="([^"]+)"', html)
+    expected = [datetime.fromtimestamp(at, UTC) for at in (asked.at, asked.at + 12.4)]
+    assert times == [at.isoformat(timespec="seconds") for at in expected]
+    assert re.findall(r'class="muted step-gap"[^>]*>\+([^<]+)<', html) == ["12 s"]
+
+
+def test_steps_carry_their_time_but_deltas_do_not() -> None:
+    before = datetime.now(UTC).timestamp()
+    step = Step.finish(turn_id="t", index=3, structured_output=None, usage=None)
+    assert step.at is not None and before <= step.at <= datetime.now(UTC).timestamp()
+    assert Step.model_delta(index=1, content_delta="x").at is None
+    assert Step.model_validate_json(step.model_dump_json()).at == step.at

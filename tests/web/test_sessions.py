@@ -194,7 +194,7 @@ def test_sign_in_is_throttled_per_username_from_any_address(make_app: AppFactory
     # An unknown user is answered exactly like a known one: nothing says whether it exists.
     assert attempt("nobody", "guess", "10.2.0.99") == (status, alert, retry)
     assert attempt("someone.else", "guess", "10.1.0.99")[0] == 401  # other names are unaffected
-    ttl = svc.redis.ttl(f"{svc.keys.prefix}:login-user:{OPERATOR[0]}")
+    ttl = svc.redis.ttl(f"{svc.keys.prefix}:login-window-user:{OPERATOR[0]}")
     assert 0 < ttl <= 60
 
 

@@ -13,9 +13,9 @@ import pytest
 from flask.testing import FlaskClient
 
 from shared.models.config import ToolPolicy
+from shared.models.users import Role
 from shared.store.policy import PolicyRule, ToolInfo
-from shared.store.users import Role
-from tests.web.conftest import bearer, new_conversation
+from tests.web.conftest import bearer, body_validator, new_conversation
 from webui.services import Services
 
 CATALOG = [
@@ -92,9 +92,8 @@ def test_an_operator_rule_binds_submitters_and_is_shown(
         == "ask"
     )
     shown = http.get("/api/v1/policy", headers=submitter).json
-    assert {"tool": "calculator", "policy": "ask", "batch_id": None, "label": None} in shown[
-        "rules"
-    ]
+    rule = {"tool": "calculator", "policy": "ask", "batch_id": None, "label": None}
+    assert rule | {"approvals": 1, "separation": None} in shown["rules"]
     assert {t["name"]: t["policy"] for t in shown["tools"]} == {
         "send_email": "ask",
         "calculator": "ask",
@@ -121,6 +120,38 @@ def test_removing_a_rule(http: FlaskClient, operator: dict[str, str], svc: Servi
     assert both.status_code == 404 and "both" in both.json["error"]["message"]
     empty = http.delete("/api/v1/policy/rules/calculator?label=", headers=operator)
     assert empty.status_code == 400  # not read as "no label": that would remove the global rule
+
+
+# Schemathesis's finding ("separation": 0 was taken as false), the other types read strictly,
+# and the rule the document now states: approvals and separation are an ask rule's options.
+REFUSED_RULES = [
+    ({"tool": "calculator", "policy": "ask", "separation": 0}, "separation"),
+    ({"tool": "calculator", "policy": "ask", "separation": "true"}, "separation"),
+    ({"tool": "calculator", "policy": "ask", "approvals": True}, "approvals"),
+    ({"tool": "calculator", "policy": "ask", "approvals": "2"}, "approvals"),
+    ({"tool": "calculator", "policy": "auto", "approvals": 2}, "ask rule only"),
+    ({"tool": "calculator", "policy": "deny", "separation": True}, "ask rule only"),
+]
+ACCEPTED_RULES = [
+    {"tool": "calculator", "policy": "ask", "approvals": 2.0, "separation": False},
+    {"tool": "calculator", "policy": "auto", "approvals": 1, "separation": False},
+    {"tool": "calculator", "policy": "deny", "separation": None},
+]
+
+
+def test_the_document_says_which_rules_the_api_takes(
+    http: FlaskClient, operator: dict[str, str], svc: Services
+) -> None:
+    takes = body_validator(http, operator, "put", "/api/v1/policy/rules")
+    for body, words in REFUSED_RULES:
+        assert not takes.is_valid(body), body
+        refused = http.put("/api/v1/policy/rules", json=body, headers=operator)
+        assert refused.status_code == 422 and words in refused.json["error"]["message"], body
+    assert svc.policies.load().rules == ()
+    for body in ACCEPTED_RULES:
+        assert takes.is_valid(body), body
+        assert http.put("/api/v1/policy/rules", json=body, headers=operator).status_code == 200
+    assert [r.policy for r in svc.policies.load().rules] == [ToolPolicy.DENY]
 
 
 def test_chosen_ids_live_in_the_callers_namespace(
@@ -218,8 +249,9 @@ def test_an_item_whose_conversation_appears_midway_fails_instead_of_running(
     svc: Services,
 ) -> None:
     """The race the check cannot close: the submit script refuses a foreign conversation."""
+    from shared.models.batches import BatchConfig
     from shared.models.content import as_content
-    from shared.store.batches import BatchConfig, BatchLine
+    from shared.store.batches import BatchLine
 
     bid = svc.batches.create(BatchConfig(), batch_id="race")
     cid = svc.batches.conversation_id(bid, "x")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,33 +10,18 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from shared.client import Client
-from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.config import ToolPolicy
 from shared.models.events import ConversationStatus
+from shared.models.users import Role
 from shared.settings import Settings
 from shared.store.policy import PolicyRule
-from shared.store.users import Role
 from tests.web.conftest import new_conversation, services_of, wait_for
 
 EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Hi", "body": "Hello."}'
 
 
-@pytest.fixture(scope="module")
-def stack_env(
-    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
-    effects = tmp_path_factory.mktemp("gate") / "effects.log"
-    return {
-        "SIGNOFF_REDIS_URL": redis_server.url,
-        "SIGNOFF_KEY_PREFIX": f"gate{uuid.uuid4().hex[:8]}",
-        "SIGNOFF_TOOLS_MODULE": "tests.effect_tools",
-        "SIGNOFF_TEST_EFFECTS": str(effects),
-    }
-
-
-@pytest.fixture
-def effects(stack_env: dict[str, str]) -> Path:
-    return Path(stack_env["SIGNOFF_TEST_EFFECTS"])
+EFFECT_TOOLS = True  # tests.effect_tools, logging to `effects` (tests/conftest.py)
+STACK_ENV = {}
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from werkzeug.test import TestResponse
 
 from shared.models.agents import NewAgent
 from shared.models.triggers import TriggerRequest
+from shared.models.users import Role
 from shared.store.triggers import TriggerStore
-from shared.store.users import Role
 from shared.webhooks.signing import new_secret, signed_headers
 from tests.web.conftest import bearer, form_csrf
 from webui.services import Services

@@ -9,10 +9,7 @@ import pytest
 from shared.errors import InvalidInput
 from shared.models.events import StatusEvent
 from shared.models.steps import UsageMetadata
-from webui.chart import usage_chart
-from webui.live.frames import event_frame
-from webui.stream_ids import is_after, parse_stream_id
-from webui.usage_report import (
+from shared.usage_report import (
     EARLIEST_DAY,
     MAX_DAYS,
     DayUsage,
@@ -20,6 +17,9 @@ from webui.usage_report import (
     covered_days,
     parse_day,
 )
+from webui.chart import usage_chart
+from webui.live.frames import event_frame
+from webui.stream_ids import is_after, parse_stream_id
 
 
 def test_stream_ids_compare_as_numbers() -> None:
@@ -108,8 +108,8 @@ def test_webui_declares_its_public_names() -> None:
 
 
 def test_inbox_filter_reads_queries_and_forms() -> None:
+    from webui.approvals.inbox import InboxFilter
     from webui.errors import HttpProblem
-    from webui.inbox import InboxFilter
 
     parsed = InboxFilter.of({"tool": " send_email ", "batch": "b1", "min_age_s": "600"})
     assert parsed == InboxFilter(tool="send_email", batch_id="b1", min_age_s=600.0)
@@ -154,8 +154,8 @@ def test_bulk_scope_pins_the_earlier_cutoff_and_summarises() -> None:
     import time
 
     from shared.models.notifications import Allow, Deny, Submit
-    from webui.bulk import BulkOutcome, BulkScope, check_decision
-    from webui.inbox import InboxFilter
+    from shared.store.bulk import BulkOutcome, BulkScope, check_decision
+    from webui.approvals.inbox import InboxFilter
 
     before = time.time()
     aged = BulkScope.pin(InboxFilter(min_age_s=60))
@@ -177,7 +177,7 @@ def test_bulk_scope_pins_the_earlier_cutoff_and_summarises() -> None:
 
 def test_batch_items_are_checked_one_by_one() -> None:
     from shared.settings import Settings
-    from webui.batch_input import batch_lines
+    from webui.batches.input import batch_lines
 
     settings = Settings(max_prompt_text_bytes=20)
     items = [

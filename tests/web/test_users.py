@@ -8,8 +8,10 @@ import pytest
 import redis
 
 from shared.errors import Conflict, InvalidInput, NotFound
+from shared.models.users import Role
 from shared.store.keys import KeySpace
-from shared.store.users import LoginThrottle, Role, TokenStore, UserStore
+from shared.store.login_throttle import LoginThrottle
+from shared.store.users import TokenStore, UserStore
 
 
 def test_passwords_are_stored_hashed(real_redis: redis.Redis, keys: KeySpace) -> None:
@@ -79,6 +81,6 @@ def test_throttle_counts_per_client_and_expires(real_redis: redis.Redis, keys: K
     throttle = LoginThrottle(real_redis, keys, per_minute=2)
     assert [throttle.attempt("10.0.0.1") for _ in range(3)] == [True, True, False]
     assert throttle.attempt("2001:db8::1")
-    assert 0 < real_redis.ttl(f"{keys.prefix}:login:10.0.0.1") <= 60
+    assert 0 < real_redis.ttl(f"{keys.prefix}:login-window:10.0.0.1") <= 60
     throttle.attempt("weird client id with spaces")
-    assert not any(" " in k for k in real_redis.keys(f"{keys.prefix}:login:*"))
+    assert not any(" " in k for k in real_redis.keys(f"{keys.prefix}:login-window:*"))

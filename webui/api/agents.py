@@ -8,8 +8,8 @@ from flask import Blueprint, Response
 from pydantic import BaseModel, ConfigDict
 
 from shared.models.agents import Agent, AgentSpec, NewAgent
+from shared.models.users import Role
 from shared.store.agent_removal import delete_agent as remove_agent
-from shared.store.users import Role
 from webui.api.replies import created, reply
 from webui.auth import current_principal, requires
 from webui.operations import operation

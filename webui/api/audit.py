@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from shared.store.users import Role
+from shared.models.users import Role
 from webui.api.models import AuditList
 from webui.api.replies import reply
 from webui.audit import read_audit

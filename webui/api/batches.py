@@ -1,42 +1,51 @@
-"""/batches: submit a batch of prompts, follow it, cancel it, and stream its results."""
+"""/batches: submit a batch of prompts, follow it, cancel it, retry what ended badly, re-run
+it with another agent or model, and stream its results."""
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from flask import Blueprint, Response, url_for
 from pydantic import ValidationError
 
+from shared.batches.export import MEDIA_TYPES, export_lines
+from shared.batches.lines import BatchLine
 from shared.errors import Conflict, StorageError
-from shared.store.batches import BatchStatus, BatchStore
-from shared.store.users import Role
+from shared.gate import check_batch_owner, check_chosen_id, check_tool_options, is_operator
+from shared.models.batches import BatchStatus, ExportFormat
+from shared.models.users import Role
+from shared.store.batch_retry import BatchRetry
+from shared.store.reruns import BatchRerun
 from webui.api.models import (
     BatchCancelled,
     BatchDetail,
     BatchList,
+    BatchRerunStarted,
     BatchResult,
+    BatchRetried,
     BatchSubmitted,
     InvalidItem,
     NewBatch,
+    RerunBody,
+    RetryBody,
 )
 from webui.api.replies import reply
 from webui.auth import Principal, current_principal, requires
-from webui.batch_input import batch_config, batch_lines
-from webui.batch_overview import batch_detail, batch_page
+from webui.batches.input import batch_config, batch_lines, csv_lines
+from webui.batches.overview import batch_detail, batch_page
 from webui.errors import invalid_body
-from webui.gate import check_batch_owner, check_chosen_id, check_tool_options, is_operator
 from webui.operations import operation
 from webui.params import json_body
-from webui.queries import ListQuery
+from webui.policy.gate import check_item_keys
+from webui.queries import ListQuery, ResultsQuery
 from webui.services import Services, services
 
-__all__ = ["NDJSON", "blueprint", "result_lines"]
+__all__ = ["NDJSON", "blueprint", "chunked"]
 
 log = logging.getLogger(__name__)
 
-NDJSON = "application/x-ndjson"
+NDJSON = MEDIA_TYPES[ExportFormat.JSONL]
 _LINES_PER_CHUNK = 200
 
 
@@ -56,6 +65,7 @@ def _check_caller(svc: Services, caller: Principal, body: NewBatch) -> None:
         batch_id=body.batch_id,
         prefix="config.conversation.",
     )
+    check_item_keys(caller, svc.policies, body.items or [], batch_id=body.batch_id)
 
 
 def _submit(svc: Services, caller: Principal, body: NewBatch) -> BatchSubmitted:
@@ -69,13 +79,13 @@ def _submit(svc: Services, caller: Principal, body: NewBatch) -> BatchSubmitted:
         )
     except ValidationError as exc:
         raise invalid_body(exc) from None
+    lines = _lines(svc, body)  # checked before anything is created
     bid = svc.batches.create(config, batch_id=body.batch_id, created_by=caller.name)
     if svc.batches.info(bid).status is BatchStatus.CANCELLED:
         raise Conflict(f"batch {bid} was cancelled; submit to a new batch")
-    lines = list(batch_lines(body.items, svc.settings))  # as many as the body already holds
     report = svc.batches.submit(bid, lines)
     svc.batches.finish_submission(bid)
-    ids = {line.line: line.id for line in lines if line.error}
+    ids = {line.line: line.id for line in lines}
     invalid = [
         InvalidItem(index=index, id=ids[index], error=error) for index, error in report.invalid
     ]
@@ -85,6 +95,13 @@ def _submit(svc: Services, caller: Principal, body: NewBatch) -> BatchSubmitted:
         skipped=report.skipped,
         invalid=invalid,
     )
+
+
+def _lines(svc: Services, body: NewBatch) -> list[BatchLine]:
+    """The body's items or CSV rows (as many as the body already holds) as batch lines."""
+    if body.csv is not None:
+        return csv_lines(body.csv, body.template, svc.settings)
+    return list(batch_lines(body.items or [], svc.settings))
 
 
 @requires(Role.SUBMITTER)
@@ -129,12 +146,58 @@ def cancel(bid: str) -> Response:
     return reply(BatchCancelled(batch=batch_detail(svc, bid), stopped=stopped), 202)
 
 
-def result_lines(store: BatchStore, bid: str) -> Iterator[str]:
-    """The results as NDJSON, in input order, a few hundred lines per chunk (bounded memory)."""
+@requires(Role.SUBMITTER)
+@operation(
+    "Run a batch's ended items again (failed, denied, cancelled or expired, or some of them), "
+    "each as a new attempt, under the batch's cap and budget",
+    request=RetryBody,
+    response=BatchRetried,
+    status=202,
+    errors=(403, 404, 409, 422),
+)
+def retry(bid: str) -> Response:
+    svc = services()
+    body = json_body(RetryBody)
+    check_batch_owner(current_principal(), svc.batches, bid)
+    report = BatchRetry(svc.batches).retry(bid, body.retry_filter())
+    skipped = [f"{item}: {why}" if item else why for item, why in report.skipped]
+    answer = BatchRetried(batch=batch_detail(svc, bid), retried=report.retried, skipped=skipped)
+    return reply(answer, 202)
+
+
+@requires(Role.SUBMITTER)
+@operation(
+    "Re-run a batch: a new batch of its inputs with another agent, agent version, model or "
+    "model settings, linked to it (its `source`)",
+    request=RerunBody,
+    response=BatchRerunStarted,
+    status=201,
+    errors=(403, 404, 409, 422),
+)
+def rerun(bid: str) -> Response:
+    svc, caller = services(), current_principal()
+    body = json_body(RerunBody)
+    check_batch_owner(caller, svc.batches, bid)
+    check_chosen_id(caller, body.batch_id, "batch_id")
+    new, report = BatchRerun(svc.batches, svc.stores.agents).rerun(
+        bid, body.changes(), created_by=caller.name, batch_id=body.batch_id
+    )
+    started = BatchRerunStarted(
+        batch=batch_detail(svc, new),
+        source=bid,
+        submitted=report.submitted,
+        skipped=report.skipped,
+        invalid=len(report.invalid),
+    )
+    return reply(started, 201, headers={"Location": url_for(".get", bid=new)})
+
+
+def chunked(lines: Iterable[str], bid: str) -> Iterator[str]:
+    """Lines joined a few hundred at a time, so a body of any size is sent in bounded pieces."""
     chunk: list[str] = []
     try:
-        for result in store.results(bid):
-            chunk.append(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
+        for line in lines:
+            chunk.append(line)
             if len(chunk) >= _LINES_PER_CHUNK:
                 yield "".join(chunk)
                 chunk = []
@@ -148,16 +211,24 @@ def result_lines(store: BatchStore, bid: str) -> Iterator[str]:
 
 @requires(Role.VIEWER)
 @operation(
-    "The results, one JSON line per item in input order (streamed, finished or not)",
+    "The results, one per item in input order (streamed, finished or not): JSON lines, or CSV",
     response=BatchResult,
     media_type=NDJSON,
+    text_media_types=(MEDIA_TYPES[ExportFormat.CSV],),
+    query=ResultsQuery,
     errors=(404,),
 )
 def results(bid: str) -> Response:
+    fmt = ResultsQuery.read().format
     store = services().batches
-    store.config(bid)  # 404 before the stream starts
-    response = Response(result_lines(store, bid), mimetype=NDJSON)
+    schema = store.config(bid).conversation.response_schema  # 404 before the stream starts
+    chosen = fmt or ExportFormat.JSONL
+    lines = export_lines(store.results(bid), chosen, schema=schema)
+    response = Response(chunked(lines, bid), mimetype=MEDIA_TYPES[chosen])
     response.headers["X-Accel-Buffering"] = "no"
+    if fmt is not None:
+        name = f"batch-{bid}.{fmt.value}"  # an id: letters, digits, _ . -
+        response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
 
 
@@ -167,5 +238,7 @@ def blueprint() -> Blueprint:
     bp.add_url_rule("/batches", endpoint="list", view_func=list_, methods=["GET"])
     bp.add_url_rule("/batches/<id:bid>", view_func=get, methods=["GET"])
     bp.add_url_rule("/batches/<id:bid>/cancel", view_func=cancel, methods=["POST"])
+    bp.add_url_rule("/batches/<id:bid>/retry", view_func=retry, methods=["POST"])
+    bp.add_url_rule("/batches/<id:bid>/rerun", view_func=rerun, methods=["POST"])
     bp.add_url_rule("/batches/<id:bid>/results", view_func=results, methods=["GET"])
     return bp

@@ -1,17 +1,20 @@
-"""/conversations: create, list, read, abort, close."""
+"""/conversations: create, list, read, fork, abort, close."""
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, url_for
 from pydantic import ValidationError
 
+from shared.gate import check_chosen_id, check_conversation_owner, check_tool_options, is_operator
+from shared.models.users import Role
 from shared.store.agents import resolve_options
+from shared.store.forks import fork_config, fork_conversation
 from shared.store.policy import policy_table
-from shared.store.users import Role
 from webui.api.models import (
     ConversationDetail,
     ConversationList,
     ConversationSummary,
+    ForkBody,
     NewConversation,
     Usage,
     conversation_detail,
@@ -19,7 +22,6 @@ from webui.api.models import (
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.errors import invalid_body
-from webui.gate import check_chosen_id, check_conversation_owner, check_tool_options, is_operator
 from webui.listing import list_conversations
 from webui.operations import operation
 from webui.params import json_body
@@ -66,6 +68,35 @@ def create() -> Response:
     )
     cid = conversation.conversation_id
     return reply(detail(svc, cid), 201, headers={"Location": url_for(".get", cid=cid)})
+
+
+@requires(Role.SUBMITTER)
+@operation(
+    "Fork: a new conversation with the first at_step steps of this one's history",
+    request=ForkBody,
+    response=ConversationDetail,
+    status=201,
+    errors=(400, 403, 404, 409, 422),
+)
+def fork(cid: str) -> Response:
+    body = json_body(ForkBody)
+    svc = services()
+    caller = current_principal()
+    original = svc.store.get(cid)
+    check_conversation_owner(caller, original, action="fork it")
+    check_chosen_id(caller, body.conversation_id, "conversation_id")
+    config = fork_config(
+        svc.stores, original.config, agent=body.agent, agent_version=body.agent_version
+    )
+    new = fork_conversation(
+        svc.stores,
+        cid,
+        at_step=body.at_step,
+        config=config,
+        owner=caller.name,
+        conversation_id=body.conversation_id,
+    )
+    return reply(detail(svc, new), 201, headers={"Location": url_for(".get", cid=new)})
 
 
 @requires(Role.VIEWER)
@@ -132,6 +163,7 @@ def blueprint() -> Blueprint:
     bp.add_url_rule("/conversations", view_func=create, methods=["POST"])
     bp.add_url_rule("/conversations", endpoint="list", view_func=list_, methods=["GET"])
     bp.add_url_rule("/conversations/<id:cid>", view_func=get, methods=["GET"])
+    bp.add_url_rule("/conversations/<id:cid>/fork", view_func=fork, methods=["POST"])
     bp.add_url_rule("/conversations/<id:cid>/abort", view_func=abort, methods=["POST"])
     bp.add_url_rule("/conversations/<id:cid>/close", view_func=close, methods=["POST"])
     return bp

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from shared.store.users import Role
+from shared.gate import check_conversation_owner
+from shared.models.users import Role
 from shared.workspace import MAX_READ_BYTES, FileRead, read_file
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
-from webui.gate import check_conversation_owner
 from webui.operations import operation
 from webui.queries import FileQuery
 from webui.services import services

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from shared.store.users import Role
+from shared.models.users import Role
 from webui.api.models import HistoryResponse
 from webui.api.replies import reply
 from webui.auth import requires

@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json_schema
 from pydantic_core import core_schema
 
+from shared.models.users import Role
 from shared.settings import Settings
-from shared.store.users import Role
 from webui.api import prompt_body
 from webui.api.models import ErrorResponse
 from webui.auth import required_role, requires
@@ -147,9 +147,12 @@ def _responses(op: Operation, refs: dict[Any, Any], role: Role | None) -> dict[s
     else:
         schema = {"type": "object"} if op.response is None else refs[(op.response, "serialization")]
         ok = {"description": op.summary, "content": {op.media_type: {"schema": schema}}}
+        ok["content"].update({media: {"schema": _STRING} for media in op.text_media_types})
     responses: dict[str, Any] = {str(op.status): ok}
     error = {"application/json": {"schema": refs[(ErrorResponse, "serialization")]}}
-    implied = {*((401, 403) if role is not None else ()), *((400,) if op.query else ())}
+    # A body that is not JSON (`json_body`) and a bad parameter are 400s, whatever the view lists.
+    malformed = op.query is not None or op.request is not None
+    implied = {*((401, 403) if role is not None else ()), *((400,) if malformed else ())}
     for status in sorted({*op.errors, *implied}):
         responses[str(status)] = {"description": _ERRORS.get(status, "Error"), "content": error}
     return responses

@@ -5,22 +5,28 @@ from __future__ import annotations
 import logging
 
 from flask import Blueprint, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shared.errors import NotFound
-from shared.store.policy import PolicyChange, PolicyRule
-from shared.store.users import Role
+from shared.models.users import Role
+from shared.store.policy import PolicyChange, PolicyRule, TitleArguments
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.operations import operation
 from webui.params import json_body
-from webui.policy_overview import PolicyView, policy_view
+from webui.policy.overview import PolicyView, policy_view
 from webui.queries import PolicyLogQuery, RuleScopeQuery
 from webui.services import services
 
-__all__ = ["PolicyLog", "blueprint"]
+__all__ = ["PolicyLog", "PolicyRuleBody", "blueprint"]
 
 log = logging.getLogger(__name__)
+
+
+class PolicyRuleBody(PolicyRule):
+    """A rule to set, read strictly as every request body is (no `0` for false, no "2" for 2)."""
+
+    model_config = ConfigDict(strict=True)
 
 
 class PolicyLog(BaseModel):
@@ -31,18 +37,18 @@ class PolicyLog(BaseModel):
 @operation("The operator's tool policy: rules and the tools they apply to", response=PolicyView)
 def show() -> Response:
     policies = services().policies
-    return reply(policy_view(policies.load(), policies.catalog()))
+    return reply(policy_view(policies.load(), policies.catalog(), policies.title_arguments()))
 
 
 @requires(Role.OPERATOR)
 @operation(
     "Set a rule: a tool's policy (auto, ask, deny), globally or for one batch or label",
-    request=PolicyRule,
+    request=PolicyRuleBody,
     response=PolicyChange,
     errors=(400, 403, 422),
 )
 def set_rule() -> Response:
-    rule = json_body(PolicyRule)
+    rule = json_body(PolicyRuleBody)
     actor = current_principal().name
     change = services().policies.set(rule, actor=actor)
     log.info("%s set tool policy %s in %s: %s", actor, rule.tool, rule.scope, rule.policy.value)
@@ -75,10 +81,39 @@ def changes() -> Response:
     return reply(PolicyLog(items=services().policies.changes(limit=limit)))
 
 
+@requires(Role.OPERATOR)
+@operation(
+    "Title a tool's requests by these arguments (one or two): "
+    'send_email to ana@example.com: "Refund 120 EUR"',
+    request=TitleArguments,
+    response=TitleArguments,
+    errors=(400, 403, 422),
+)
+def set_titles() -> Response:
+    titles = json_body(TitleArguments)
+    services().policies.set_title_arguments(titles)
+    log.info("%s titled %s requests by %s", current_principal().name, titles.tool, titles.arguments)
+    return reply(titles)
+
+
+@requires(Role.OPERATOR)
+@operation(
+    "Title a tool's requests by the default arguments again (the first short string ones)",
+    response=TitleArguments,
+    errors=(403, 404),
+)
+def clear_titles(tool: str) -> Response:
+    removed = services().policies.clear_title_arguments(tool)
+    log.info("%s cleared the title arguments of %s", current_principal().name, tool)
+    return reply(removed)
+
+
 def blueprint() -> Blueprint:
     bp = Blueprint("policy", __name__)
     bp.add_url_rule("/policy", view_func=show, methods=["GET"])
     bp.add_url_rule("/policy/rules", view_func=set_rule, methods=["PUT"])
     bp.add_url_rule("/policy/rules/<tool:tool>", view_func=remove_rule, methods=["DELETE"])
     bp.add_url_rule("/policy/log", view_func=changes, methods=["GET"])
+    bp.add_url_rule("/policy/titles", view_func=set_titles, methods=["PUT"])
+    bp.add_url_rule("/policy/titles/<tool:tool>", view_func=clear_titles, methods=["DELETE"])
     return bp

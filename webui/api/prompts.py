@@ -5,18 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, request, url_for
-from pydantic import ValidationError
 
-from shared.errors import CorruptRecord
+from shared.gate import check_conversation_owner
 from shared.models.content import Content, ContentPart, Media, as_content
-from shared.models.events import ChatResponse, TurnStatus
-from shared.store.users import Role
+from shared.models.users import Role
 from webui.api.models import PromptAccepted, TurnView
 from webui.api.prompt_body import PromptBody
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.errors import HttpProblem
-from webui.gate import check_conversation_owner
 from webui.operations import operation
 from webui.params import json_body
 from webui.services import services
@@ -85,22 +82,11 @@ def _optional_float(raw: str | None) -> float | None:
     return float(raw) if raw else None
 
 
-def _response(fields: dict[str, str], where: str) -> ChatResponse | None:
-    raw = fields.get("response")
-    if not raw:
-        return None
-    try:
-        return ChatResponse.model_validate_json(raw)
-    except ValidationError as exc:
-        raise CorruptRecord(f"response of {where} does not parse") from exc
-
-
 @requires(Role.VIEWER)
 @operation("A turn: its status and, once completed, its response", response=TurnView, errors=(404,))
 def turn(cid: str, turn_id: str) -> Response:
     record = services().store.turn(cid, turn_id)
     fields = record.fields
-    completed = record.status is TurnStatus.COMPLETED
     return reply(
         TurnView(
             conversation_id=cid,
@@ -111,7 +97,7 @@ def turn(cid: str, turn_id: str) -> Response:
             created_at=record.created_at,
             started_at=_optional_float(fields.get("started_at")),
             finished_at=_optional_float(fields.get("finished_at")),
-            response=_response(fields, f"turn {turn_id}") if completed else None,
+            response=record.response(),
             error=fields.get("error") or None,
         )
     )

@@ -8,7 +8,7 @@ from flask import Blueprint, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.models.schedules import NewSchedule, ScheduleRun, ScheduleStatus
-from shared.store.users import Role
+from shared.models.users import Role
 from webui.api.replies import created, reply
 from webui.auth import current_principal, requires
 from webui.operations import operation

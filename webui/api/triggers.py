@@ -14,11 +14,12 @@ from flask import Blueprint, Response, request, url_for
 from pydantic import BaseModel, Field, RootModel
 
 from shared.models.triggers import Trigger, TriggerFired, TriggerRequest
-from shared.store.users import Role
+from shared.models.users import Role
 from shared.webhooks.signing import SignatureRefused
 from shared.webhooks.triggers import DuplicateEvent, fire
 from webui.api.replies import created, reply
 from webui.auth import current_principal, requires, signature_authenticated
+from webui.body_limit import body_limit
 from webui.errors import HttpProblem
 from webui.operations import operation
 from webui.params import json_body
@@ -47,13 +48,14 @@ class TriggerEvent(RootModel[dict[str, Any]]):
     """The sender's event: any JSON object; the trigger's template picks fields from it."""
 
 
+@body_limit(MAX_EVENT_BYTES)
 @signature_authenticated
 @operation(
     "Fire a trigger with a signed event: starts a conversation of its agent",
     request=TriggerEvent,
     response=TriggerFired,
     status=202,
-    errors=(400, 401, 409, 413, 422),
+    errors=(400, 401, 404, 409, 413, 422),  # 404: a name no trigger can have
     description="Authenticated by the Standard Webhooks headers alone: `webhook-id` (the "
     "event's id), `webhook-timestamp` (Unix seconds, within SIGNOFF_TRIGGER_TOLERANCE_S of "
     "now) and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` "
@@ -62,8 +64,6 @@ class TriggerEvent(RootModel[dict[str, Any]]):
     "received is a 409 naming the conversation it started.",
 )
 def fire_trigger(name: str) -> Response:
-    if (request.content_length or 0) > MAX_EVENT_BYTES:
-        raise HttpProblem(413, "payload_too_large", f"an event is at most {MAX_EVENT_BYTES} bytes")
     body = request.get_data(as_text=True)
     try:
         headers = {key.lower(): value for key, value in request.headers.items()}

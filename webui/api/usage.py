@@ -1,4 +1,4 @@
-"""/usage: tokens by model and UTC day."""
+"""/usage: tokens and cost by UTC day, model, agent, batch and owner."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from datetime import date
 
 from flask import Blueprint, Response
 
-from shared.store.users import Role
+from shared.models.users import Role
+from shared.usage_report import EARLIEST_DAY, MAX_DAYS, UsageKind, read_usage_report
 from webui.api.models import UsageDayView, UsageResponse
 from webui.api.replies import reply
 from webui.auth import requires
 from webui.operations import operation
 from webui.queries import UsageQuery
 from webui.services import services
-from webui.usage_report import EARLIEST_DAY, MAX_DAYS, read_usage_report
 
 __all__ = ["blueprint"]
 
@@ -30,7 +30,7 @@ def _iso(day: date) -> str:
 
 @requires(Role.VIEWER)
 @operation(
-    "Token usage by model and UTC day",
+    "Token usage and cost by UTC day, model, agent, batch and owner",
     description=RANGE,
     response=UsageResponse,
     query=UsageQuery,
@@ -44,8 +44,12 @@ def usage() -> Response:
         UsageResponse(
             start=_iso(report.start),
             end=_iso(report.end),
-            days=[UsageDayView(day=_iso(d.day), models=d.models) for d in report.days],
+            days=[
+                UsageDayView(day=_iso(d.day), models=d.models, scopes=d.scopes) for d in report.days
+            ],
             totals=report.totals,
+            scope_totals=report.scope_totals,
+            day_totals=report.by(UsageKind.DAY),
         )
     )
 

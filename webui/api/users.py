@@ -1,11 +1,13 @@
-"""/users: operator accounts for operators: list them, disable one (ending its sessions), enable."""
+"""/users: accounts for operators: list them (role, scopes), disable one (ending its sessions),
+enable."""
 
 from __future__ import annotations
 
 from flask import Blueprint, Response
 from pydantic import BaseModel, Field
 
-from shared.store.users import Role, UserInfo
+from shared.models.users import Role
+from shared.store.users import UserInfo
 from webui.api.replies import reply
 from webui.auth import actor, requires
 from webui.operations import operation
@@ -18,6 +20,8 @@ class UserView(BaseModel):
     """An account as listed: never its password hash."""
 
     name: str
+    role: Role
+    scopes: list[str] = Field(description="An approver's scopes; empty: every approval.")
     created_at: float
     disabled: bool = Field(description="A disabled account cannot sign in and has no sessions.")
     sessions: int = Field(description="Sessions signed in now.")
@@ -30,7 +34,12 @@ class UserList(BaseModel):
 def _view(info: UserInfo) -> UserView:
     sessions = services().users.sessions.count(info.username)
     return UserView(
-        name=info.username, created_at=info.created_at, disabled=info.disabled, sessions=sessions
+        name=info.username,
+        role=info.role,
+        scopes=list(info.scopes),
+        created_at=info.created_at,
+        disabled=info.disabled,
+        sessions=sessions,
     )
 
 

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response
 from pydantic import BaseModel, Field
 
+from shared.models.users import Role
 from shared.models.webhooks import DeliveryStatus, EndpointRequest, WebhookDelivery, WebhookEndpoint
-from shared.store.users import Role
 from webui.api.replies import created, reply
 from webui.auth import current_principal, requires
 from webui.operations import operation
@@ -62,8 +62,9 @@ def list_endpoints() -> Response:
     status=201,
     errors=(400, 422),
     description="The URL must be http(s); deliveries are POSTed to it from the workers, "
-    "signed with the Standard Webhooks headers. Operators choose the URLs: a worker will "
-    "reach any address it can, so register only endpoints you trust.",
+    "signed with the Standard Webhooks headers. A host that is, or resolves to, a loopback, "
+    "private, link-local or metadata address is refused (422) unless SIGNOFF_OUTBOUND_ALLOW "
+    "allows it; workers check again at every connection.",
 )
 def add_endpoint() -> Response:
     body = json_body(EndpointRequest)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from shared.store.users import Role
+from shared.models.users import Role
 from webui.auth import requires
 from webui.live.streams import conversation_stream, global_stream, sse_response
 from webui.operations import operation

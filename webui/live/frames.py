@@ -8,9 +8,13 @@ __all__ = ["comment", "event_frame", "retry_frame"]
 
 
 def event_frame(event: EventBase) -> str:
-    """One SSE message: ``id`` is the stream id, ``event`` the kind, ``data`` the event JSON."""
+    """One SSE message: ``id`` is the stream id, ``event`` the kind, ``data`` the event JSON.
+    A live-only event has no stream id and no ``id`` line: the reader's Last-Event-ID stays."""
     data = event.model_dump_json(exclude_none=True)
-    return f"id: {event.id}\nevent: {getattr(event, 'kind', 'message')}\ndata: {data}\n\n"
+    kind = getattr(event, "kind", "message")
+    if not event.id:
+        return f"event: {kind}\ndata: {data}\n\n"
+    return f"id: {event.id}\nevent: {kind}\ndata: {data}\n\n"
 
 
 def comment(text: str) -> str:

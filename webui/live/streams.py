@@ -102,7 +102,7 @@ def _live(sub: Subscription, after: str | None, heartbeat_s: float) -> Iterator[
             continue
         frames = []
         for event in batch:
-            if after is not None:
+            if after is not None and event.stream_id:  # live-only events have no place
                 if not is_after(event.stream_id, after):
                     continue  # already replayed
                 after = event.stream_id

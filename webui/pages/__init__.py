@@ -8,16 +8,22 @@ from typing import Any
 from flask import Blueprint
 
 from shared.errors import StorageError
-from webui.batch_bar import bar_segments
+from shared.models.prices import format_cost
+from webui.approvals.titles import call_title, title
+from webui.batches.bar import bar_segments
 from webui.pages import (
     agents,
+    approval_links,
     approvals,
     audit,
     batches,
     bulk,
+    comparisons,
     conversations,
     home,
+    mcp,
     policy,
+    routes,
     session,
     triggers,
     usage,
@@ -49,8 +55,20 @@ def blueprint() -> Blueprint:
     pages = Blueprint("pages", __name__)
     pages.app_context_processor(_globals)
     sections = (session, home, conversations, bulk, approvals, batches, policy, audit, usage)
-    for section in (*sections, agents, webhooks, triggers):
+    for section in (
+        *sections,
+        comparisons,
+        approval_links,
+        agents,
+        mcp,
+        webhooks,
+        triggers,
+        routes,
+    ):
         pages.register_blueprint(section.blueprint())
     pages.add_app_template_filter(pretty_json, "pretty_json")
+    pages.add_app_template_filter(title, "request_title")  # what a request would do
+    pages.add_app_template_global(call_title, "call_title")  # the same from an audit entry
     pages.add_app_template_global(bar_segments, "bar_segments")  # macros see globals only
+    pages.add_app_template_global(format_cost, "format_cost")
     return pages

@@ -11,11 +11,14 @@ from pydantic import ValidationError
 
 from shared.errors import SignoffError
 from shared.models.agents import AgentSpec, NewAgent
+from shared.models.model_settings import ReasoningEffort
 from shared.models.schedules import Missed, NewSchedule, Overlap, RunMode
+from shared.models.users import Role
 from shared.store.agent_removal import delete_agent as remove_agent
-from shared.store.users import Role
 from shared.validation import describe_problems
 from webui.auth import current_principal, requires
+from webui.pages.flashing import flash_refusal
+from webui.pages.model_settings_form import model_fields
 from webui.services import services
 
 __all__ = ["blueprint"]
@@ -31,6 +34,7 @@ def index() -> ResponseReturnValue:
         modes=list(RunMode),
         overlaps=list(Overlap),
         misses=list(Missed),
+        efforts=list(ReasoningEffort),
     )
 
 
@@ -44,8 +48,9 @@ def _problem(exc: Exception) -> str:
     return describe_problems(exc, "form") if isinstance(exc, ValidationError) else str(exc)
 
 
-# What the page's agent forms edit; the rest of an agent (labels, response schema, limits,
-# metadata) is kept as it was, and is changed through the CLI or the API.
+# What the page's agent forms edit, with the context size and the model settings; the rest of
+# an agent (labels, response schema, limits, metadata) is kept as it was, and is changed
+# through the CLI or the API.
 _EDITED = ("description", "system_prompt", "provider", "model", "tools", "approval_timeout_s")
 
 
@@ -58,7 +63,7 @@ def _agent_fields() -> dict[str, Any]:
         fields["tools"] = json.loads(fields["tools"])
     if fields["approval_timeout_s"] is not None:
         fields["approval_timeout_s"] = int(fields["approval_timeout_s"])
-    return fields
+    return fields | model_fields(request.form)
 
 
 @requires(Role.OPERATOR)
@@ -90,11 +95,9 @@ def update_agent(name: str) -> ResponseReturnValue:
 
 @requires(Role.OPERATOR)
 def delete_agent(name: str) -> ResponseReturnValue:
-    try:
+    with flash_refusal():
         remove_agent(services().stores, name, force=request.form.get("force") == "on")
         flash(f"Agent {name} deleted.", "info")
-    except SignoffError as exc:
-        flash(str(exc), "error")
     return redirect(url_for(".index"))
 
 
@@ -122,11 +125,9 @@ def change_schedule(name: str, action: str) -> ResponseReturnValue:
         "resume": (store.resume, "resumed"),
         "delete": (store.delete, "deleted"),
     }[action]
-    try:
+    with flash_refusal():
         change(name)
         flash(f"Schedule {name} {done}.", "info")
-    except SignoffError as exc:
-        flash(str(exc), "error")
     return redirect(url_for(".index"))
 
 

@@ -12,14 +12,19 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from werkzeug.datastructures import MultiDict
 
-from shared.errors import Conflict, InvalidInput, NotFound, SignoffError
+from shared.errors import Conflict, Forbidden, InvalidInput, NotFound, SignoffError
 from shared.models.notifications import Notification, ResolutionKind
-from shared.store.users import Role
+from shared.models.users import Role
+from webui.approvals.access import claim as claim_as_caller
+from webui.approvals.access import release as release_as_caller
+from webui.approvals.access import resolve as resolve_as_caller
+from webui.approvals.access import resolve_check
+from webui.approvals.inbox import AGE_CHOICES, MINE_SCAN, InboxFilter
+from webui.approvals.rows import inbox_rows
+from webui.approvals.schema_form import form_fields, read_fields, read_json_field
+from webui.approvals.titles import decided, selection_decided
 from webui.auth import current_principal, requires
-from webui.inbox import AGE_CHOICES, InboxFilter
-from webui.inbox_rows import inbox_rows
 from webui.queries import InboxPageQuery
-from webui.schema_form import form_fields, read_fields, read_json_field
 from webui.services import services
 
 __all__ = ["blueprint"]
@@ -32,24 +37,34 @@ STICKY_SCOPES = ("conversation", "batch")
 
 @requires(Role.VIEWER)
 def inbox() -> ResponseReturnValue:
-    svc, query = services(), InboxPageQuery.read()
-    notes = query.page(svc.notifications, offset=query.offset, limit=PAGE_SIZE)
+    svc, check = services(), resolve_check()
+    query = InboxPageQuery.read().of_caller(check)
+    listing = query.listing(svc.notifications, offset=query.offset, limit=PAGE_SIZE)
     return render_template(
         "approvals.html",
-        rows=inbox_rows(svc.store, notes),
-        count=query.count(svc.notifications),
+        rows=inbox_rows(svc.store, listing.notes),
+        count=listing.count,
+        partial=listing.partial,
+        scan_limit=MINE_SCAN,
         filters=query,
         ages=AGE_CHOICES,
-        can_resolve=current_principal().role.allows(Role.OPERATOR),
+        can_resolve=current_principal().role.allows(Role.APPROVER),
         offset=query.offset,
         page_size=PAGE_SIZE,
     )
+
+
+def _next(filters: InboxFilter, nid: str) -> Notification | None:
+    """The oldest other request the filtered inbox shows: where "next" goes."""
+    following = filters.page(services().notifications, offset=0, limit=2)
+    return next((n for n in following if n.id != nid), None)
 
 
 @requires(Role.VIEWER)
 def detail(nid: str) -> ResponseReturnValue:
     svc = services()
     note = svc.notifications.get(nid)
+    filters = InboxFilter.of(request.args).of_caller(resolve_check())
     try:
         context = svc.history(note.conversation_id).page(None, CONTEXT_STEPS).steps
     except NotFound:
@@ -61,8 +76,11 @@ def detail(nid: str) -> ResponseReturnValue:
         context=context,
         fields=form_fields(note.submit_schema),
         kinds=ResolutionKind,
-        filters=InboxFilter.of(request.args),
-        can_resolve=current_principal().role.allows(Role.OPERATOR),
+        filters=filters,
+        next_note=_next(filters, nid),
+        can_resolve=resolve_check().allows(note),
+        me=current_principal().name,
+        may_release_any=current_principal().role is Role.OPERATOR,
     )
 
 
@@ -99,9 +117,10 @@ def _resolution(note: Notification, form: Any) -> dict[str, Any]:
 def _filters(form: MultiDict[str, str]) -> InboxFilter:
     """The inbox filters an action carried; bad ones are dropped rather than fail the action."""
     try:
-        return InboxFilter.of(form, where="form field")
+        found = InboxFilter.of(form, where="form field")
     except SignoffError:
-        return InboxFilter()
+        found = InboxFilter()
+    return found.of_caller(resolve_check())
 
 
 def _filtered(endpoint: str, filters: InboxFilter, **values: str) -> str:
@@ -115,32 +134,34 @@ def _after(note: Notification, filters: InboxFilter, then: str) -> ResponseRetur
     request the filtered inbox still shows."""
     if then == "conversation":
         return redirect(url_for("pages.conversations.view", cid=note.conversation_id))
-    resolved = note.id
     if then == "next":
-        store = services().notifications
-        following = [n for n in filters.page(store, offset=0, limit=2) if n.id != resolved]
-        if following:
-            return redirect(_filtered(".detail", filters, nid=following[0].id))
+        following = _next(filters, note.id)
+        if following is not None:
+            return redirect(_filtered(".detail", filters, nid=following.id))
     return redirect(_filtered(".inbox", filters))
 
 
-@requires(Role.OPERATOR)
+@requires(Role.APPROVER)
 def resolve(nid: str) -> ResponseReturnValue:
     store, form = services().notifications, request.form
     note = store.get(nid)
     filters = _filters(form)
+    decision, row = form.get("decision", ""), inbox_rows(services().store, [note])[0]
     try:
-        store.resolve(nid, _resolution(note, form), actor=current_principal().name)
+        settled = resolve_as_caller(nid, _resolution(note, form))
+    except Forbidden:
+        raise  # not the caller's to resolve: a 403 page, nothing changes
     except SignoffError as exc:  # a conflict or an invalid answer: shown, nothing changes
-        flash(exc.message, "error")
+        what = f"{row.title} ({row.place})"
+        flash(f"Could not {decision or 'resolve'} {what}: {exc.message}", "error")
         if form.get("then") in ("inbox", "conversation"):
             return _after(note, filters, form.get("then", ""))
         return redirect(_filtered(".detail", filters, nid=nid))
-    flash(f"Resolved: {note.title}", "info")
+    flash(decided(decision, settled, row.item_id), "info")
     return _after(note, filters, form.get("then", ""))
 
 
-@requires(Role.OPERATOR)
+@requires(Role.APPROVER)
 def resolve_selected() -> ResponseReturnValue:
     """Allows or denies the checked rows one by one; one already resolved is counted, not fatal."""
     store, form = services().notifications, request.form
@@ -162,16 +183,45 @@ def resolve_selected() -> ResponseReturnValue:
         if decision == ResolutionKind.ALLOW.value
         else {"kind": "deny", "reason": form.get("reason", "")}
     )
-    done, gone = 0, 0
+    check = resolve_check()
+    for note in store.records(nids).notes:
+        check(note)  # one not the caller's refuses the selection (403) before any is resolved
+    done: list[Notification] = []
+    gone = 0
     for nid in nids:
         try:
-            store.resolve(nid, resolution, actor=current_principal().name)
-            done += 1
+            done.append(resolve_as_caller(nid, resolution))
         except (Conflict, NotFound):
             gone += 1
-    verb = "Allowed" if decision == ResolutionKind.ALLOW.value else "Denied"
-    flash(f"{verb} {done}" + (f"; {gone} already resolved" if gone else "") + ".", "info")
+    rows = inbox_rows(services().store, done)
+    flash(selection_decided(decision, rows, gone=gone), "info")
     return redirect(_filtered(".inbox", filters))
+
+
+def _claiming(nid: str, act: Any, done: str) -> ResponseReturnValue:
+    """Claims or releases as the caller; back to the request page with what happened."""
+    filters = _filters(request.form)
+    note = services().notifications.get(nid)
+    row = inbox_rows(services().store, [note])[0]
+    try:
+        act(nid)
+    except Forbidden:
+        raise  # not the caller's to claim: a 403 page, nothing changes
+    except SignoffError as exc:
+        flash(f"{row.title} ({row.place}): {exc.message}", "error")
+    else:
+        flash(f"{done} {row.title} ({row.place}).", "info")
+    return redirect(_filtered(".detail", filters, nid=nid))
+
+
+@requires(Role.APPROVER)
+def claim(nid: str) -> ResponseReturnValue:
+    return _claiming(nid, claim_as_caller, "Claimed")
+
+
+@requires(Role.APPROVER)
+def release(nid: str) -> ResponseReturnValue:
+    return _claiming(nid, release_as_caller, "Released")
 
 
 def blueprint() -> Blueprint:
@@ -180,4 +230,6 @@ def blueprint() -> Blueprint:
     bp.add_url_rule("/approvals/selected", view_func=resolve_selected, methods=["POST"])
     bp.add_url_rule("/approvals/<nid:nid>", view_func=detail)
     bp.add_url_rule("/approvals/<nid:nid>/resolve", view_func=resolve, methods=["POST"])
+    bp.add_url_rule("/approvals/<nid:nid>/claim", view_func=claim, methods=["POST"])
+    bp.add_url_rule("/approvals/<nid:nid>/release", view_func=release, methods=["POST"])
     return bp

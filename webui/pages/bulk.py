@@ -10,11 +10,12 @@ from pydantic import ValidationError
 
 from shared.errors import InvalidInput
 from shared.models.notifications import RESOLUTION, Resolution, ResolutionKind
-from shared.store.users import Role
+from shared.models.users import Role
+from webui.approvals.access import resolve_check
+from webui.approvals.bulk import BULK_LIMIT, BulkScope, CountChanged, apply, scope_of
+from webui.approvals.inbox import InboxFilter
 from webui.auth import current_principal, requires
-from webui.bulk import BULK_LIMIT, BulkScope, CountChanged, apply
 from webui.errors import HttpProblem
-from webui.inbox import InboxFilter
 from webui.services import services
 
 __all__ = ["blueprint"]
@@ -63,10 +64,10 @@ def _confirmation(
     return page, status
 
 
-@requires(Role.OPERATOR)
+@requires(Role.APPROVER)
 def preview() -> ResponseReturnValue:
     """How many notifications the filter matches now, and the form that confirms that count."""
-    scope = BulkScope.pin(InboxFilter.read())
+    scope = scope_of(InboxFilter.read().facets_only())  # a search or a view: not for bulk
     kind = _kind(request.args.get("decision"))
     return _confirmation(scope, kind, scope.count(services().notifications))
 
@@ -79,26 +80,37 @@ def _decision(kind: ResolutionKind, reason: str) -> Resolution:
         raise InvalidInput(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
 
-@requires(Role.OPERATOR)
+@requires(Role.APPROVER)
 def confirm() -> ResponseReturnValue:
     """Applies the action if the count is still the one shown; else shows the new count."""
     form = request.form
     kind = _kind(form.get("decision"))
-    inbox = InboxFilter.of(form, where="form field")
-    scope = BulkScope.pin(inbox, created_before=_number(form, "created_before", float))
+    inbox = InboxFilter.of(form, where="form field").facets_only()
+    scope = scope_of(inbox, created_before=_number(form, "created_before", float))
     expected = _number(form, "expected_count", int)
     reason = form.get("reason", "")
     store = services().notifications
     try:
         decision = _decision(kind, reason)
-        outcome = apply(store, scope, decision, expected=expected, actor=current_principal().name)
+        outcome = apply(
+            store,
+            scope,
+            decision,
+            expected=expected,
+            actor=current_principal().name,
+            check=resolve_check(),
+        )
     except InvalidInput as exc:
         return _confirmation(scope, kind, expected, status=422, error=exc.message, reason=reason)
     except CountChanged as exc:
         return _confirmation(
             scope, kind, exc.current, status=409, changed_from=expected, reason=reason
         )
-    flash(outcome.summary(_VERBS[kind]), "info")
+    summary = outcome.summary(_VERBS[kind]).removesuffix(".")
+    flash(f"{summary}: {inbox.describe()}.", "info")
+    if inbox.batch_id and outcome.resolved and not scope_of(inbox).count(store):
+        # Nothing of the batch is left to decide here: what follows is watching it finish.
+        return redirect(url_for("pages.batches.view", bid=inbox.batch_id))
     back: dict[str, Any] = inbox.query()
     return redirect(url_for("pages.approvals.inbox", **back))
 

@@ -1,4 +1,4 @@
-"""The conversations list and the live view of one conversation (abort, close, prompt)."""
+"""The conversations list and the live view of one conversation (abort, close, prompt, fork)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from shared.client import Conversation
-from shared.errors import SignoffError
+from shared.errors import Forbidden, SignoffError
+from shared.gate import check_conversation_owner
+from shared.models.users import Role
 from shared.store.batches import batch_owner
+from shared.store.conversations import ConversationRecord
 from shared.store.policy import policy_table
-from shared.store.users import Role
 from webui.auth import current_principal, requires
-from webui.gate import check_conversation_owner
 from webui.listing import ListedStatus, list_conversations
 from webui.queries import ConversationsPageQuery, HistoryPageQuery
 from webui.services import services
@@ -66,8 +67,18 @@ def view(cid: str) -> ResponseReturnValue:
         batch_id=record.owner.removeprefix(BATCH_OWNER)
         if record.owner.startswith(BATCH_OWNER)
         else None,
-        can_resolve=current_principal().role.allows(Role.OPERATOR),
+        can_resolve=current_principal().role.allows(Role.APPROVER),
+        can_fork=_may_act(record),
     )
+
+
+def _may_act(record: ConversationRecord) -> bool:
+    """Whether the caller may act on the conversation (its creator, or an operator)."""
+    try:
+        check_conversation_owner(current_principal(), record)
+    except Forbidden:
+        return False
+    return current_principal().role.allows(Role.SUBMITTER)
 
 
 def _act(cid: str, action: Callable[[Conversation], object], done: str) -> ResponseReturnValue:
@@ -106,10 +117,28 @@ def prompt(cid: str) -> ResponseReturnValue:
     return _act(cid, lambda conversation: conversation.send(text), "Prompt queued.")
 
 
+@requires(Role.SUBMITTER)
+def fork(cid: str) -> ResponseReturnValue:
+    """Forks at the form's `at_step` and opens the fork; a refusal is shown on the original."""
+    svc = services()
+    check_conversation_owner(current_principal(), svc.store.get(cid), action="fork it")
+    try:
+        at_step = int(request.form.get("at_step", ""))
+        new = svc.client.conversation(cid).fork(at_step, owner=current_principal().name)
+    except ValueError:
+        flash("at_step: not a step position", "error")
+    except SignoffError as exc:
+        flash(exc.message, "error")
+    else:
+        flash(f"Forked from {cid} with its first {at_step} steps.", "info")
+        return redirect(url_for(".view", cid=new.conversation_id))
+    return redirect(url_for(".view", cid=cid))
+
+
 def blueprint() -> Blueprint:
     bp = Blueprint("conversations", __name__)
     bp.add_url_rule("/conversations", view_func=index)
     bp.add_url_rule("/conversations/<id:cid>", view_func=view)
-    for name, func in (("abort", abort), ("close", close), ("prompts", prompt)):
+    for name, func in (("abort", abort), ("close", close), ("prompts", prompt), ("fork", fork)):
         bp.add_url_rule(f"/conversations/<id:cid>/{name}", view_func=func, methods=["POST"])
     return bp

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, render_template
 from flask.typing import ResponseReturnValue
 
-from shared.store.users import Role
+from shared.models.users import Role
 from webui.auth import requires
 from webui.home import home_view
 from webui.services import services

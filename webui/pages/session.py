@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from flask import Blueprint, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from shared.store.users import Role
+from shared.models.users import Role
 from webui.auth import public, requires, sign_in_session, sign_out_session
 from webui.services import services
 

@@ -9,9 +9,10 @@ from pydantic import ValidationError
 
 from shared.errors import SignoffError
 from shared.models.triggers import Trigger, TriggerRequest
-from shared.store.users import Role
+from shared.models.users import Role
 from shared.validation import describe_problems
 from webui.auth import current_principal, requires
+from webui.pages.flashing import flash_refusal
 from webui.services import services
 from webui.webhook_services import triggers
 
@@ -66,11 +67,9 @@ def rotate_secret(name: str) -> ResponseReturnValue:
 
 @requires(Role.OPERATOR)
 def delete(name: str) -> ResponseReturnValue:
-    try:
+    with flash_refusal():
         triggers().delete(name)
         flash(f"Trigger {name} deleted.", "info")
-    except SignoffError as exc:
-        flash(exc.message, "error")
     return redirect(url_for(".index"))
 
 

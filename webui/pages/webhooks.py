@@ -6,16 +6,17 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 
-from shared.errors import SignoffError
+from shared.errors import InvalidInput
+from shared.models.users import Role
 from shared.models.webhooks import (
     DeliveryStatus,
     EndpointRequest,
     WebhookEndpoint,
     WebhookEventKind,
 )
-from shared.store.users import Role
 from shared.validation import describe_problems
 from webui.auth import current_principal, requires
+from webui.pages.flashing import flash_refusal
 from webui.webhook_services import delivery_log, endpoints, resend
 
 __all__ = ["blueprint"]
@@ -56,27 +57,28 @@ def add() -> ResponseReturnValue:
     except ValidationError as exc:
         flash(f"Not added: {describe_problems(exc, 'endpoint')}", "error")
         return redirect(url_for(".index"))
+    try:
+        created = endpoints().add(body, actor=current_principal().name)
+    except InvalidInput as exc:  # an address the outbound guard refuses
+        flash(f"Not added: {exc.message}", "error")
+        return redirect(url_for(".index"))
     # Shown on this answer only, not through a redirect: the secret never sits in a cookie.
-    return _page(created=endpoints().add(body, actor=current_principal().name), status=201)
+    return _page(created=created, status=201)
 
 
 @requires(Role.OPERATOR)
 def remove(endpoint_id: str) -> ResponseReturnValue:
-    try:
+    with flash_refusal():
         removed = endpoints().remove(endpoint_id)
         flash(f"Removed {removed.url}.", "info")
-    except SignoffError as exc:
-        flash(exc.message, "error")
     return redirect(url_for(".index"))
 
 
 @requires(Role.OPERATOR)
 def redeliver(delivery_id: str) -> ResponseReturnValue:
-    try:
+    with flash_refusal():
         resend(delivery_id)
         flash(f"Re-sending {delivery_id}.", "info")
-    except SignoffError as exc:
-        flash(exc.message, "error")
     return redirect(url_for(".index"))
 
 

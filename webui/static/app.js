@@ -81,6 +81,15 @@
     showCount(Number(navCount.textContent));
   }
 
+  // A chart wider than the screen shows its newest days (the right end) first.
+  function showNewest(root) {
+    for (const chart of root.querySelectorAll("figure.chart")) {
+      chart.scrollLeft = chart.scrollWidth;
+    }
+  }
+  showNewest(document);
+  document.addEventListener("signoff:swapped", (event) => showNewest(event.detail));
+
   // Live lists: an element with data-live-list is replaced by the same element of a fresh
   // copy of the page; pages keep their own state across it (signoff:swapped). One marked
   // data-live-list="merge" is handed to the page's script instead (signoff:merge).
@@ -129,14 +138,31 @@
   }
   window.signoffRefreshLists = scheduleLists;
 
+  // Pages follow the feed too: each event as `signoff:event` ({type, data}), and each
+  // (re)connection as `signoff:feed-open`, after which a page checks what it may have missed.
+  function relay(message) {
+    let data = null;
+    try {
+      data = JSON.parse(message.data);
+    } catch (error) {
+      return;
+    }
+    document.dispatchEvent(new CustomEvent("signoff:event", { detail: { type: message.type, data } }));
+  }
+
   const source = new EventSource(body.dataset.eventsUrl);
   // The feed is subscribed once its first frame arrives: whatever happens from here is seen.
-  source.addEventListener("open", () => { body.dataset.live = "open"; });
+  source.addEventListener("open", () => {
+    body.dataset.live = "open";
+    document.dispatchEvent(new CustomEvent("signoff:feed-open"));
+  });
   source.addEventListener("error", () => { body.dataset.live = "reconnecting"; });
-  source.addEventListener("notification", () => {
+  source.addEventListener("notification", (message) => {
     refreshCount();
     scheduleLists();
+    relay(message);
   });
+  source.addEventListener("claim", scheduleLists); // who holds a request: the inbox shows it
   source.addEventListener("status", scheduleLists);
   source.addEventListener("completed", scheduleLists);
   source.addEventListener("failed", scheduleLists);

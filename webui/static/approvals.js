@@ -40,9 +40,55 @@
     select(all[next]);
   }
 
+  // What a selection would run, for the confirmations: per tool, and the distinct
+  // recipients or paths (each row's first title argument) where the arguments have one.
+  function tally(picked) {
+    const tools = new Map();
+    for (const row of picked) {
+      const entry = tools.get(row.dataset.tool) || { count: 0, targets: new Set(), batches: new Set() };
+      entry.count += 1;
+      if (row.dataset.target) {
+        entry.targets.add(row.dataset.target);
+      }
+      if (row.dataset.batch) {
+        entry.batches.add(row.dataset.batch);
+      }
+      tools.set(row.dataset.tool, entry);
+    }
+    const lines = [];
+    for (const [tool, entry] of tools) {
+      let line = entry.count + (tool === "question" ? " question" : " " + tool + " call") + (entry.count === 1 ? "" : "s");
+      const targets = Array.from(entry.targets);
+      if (targets.length > 0) {
+        const shown = targets.slice(0, 3).join("; ");
+        line += " (" + targets.length + " distinct: " + shown + (targets.length > 3 ? "; \u2026" : "") + ")";
+      }
+      if (entry.batches.size > 0) {
+        line += " in batch " + Array.from(entry.batches).slice(0, 3).join(", ");
+      }
+      lines.push(line);
+    }
+    return lines.join("\n");
+  }
+  function confirmations(picked) {
+    const count = picked.length;
+    const what = count + " selected request" + (count === 1 ? "" : "s");
+    const allow = document.getElementById("allow-selected");
+    const deny = document.getElementById("deny-selected");
+    const summary = tally(picked);
+    // Nothing ticked: the server says to select first, nothing to confirm.
+    if (allow) {
+      allow.dataset.confirm = count ? "Allow " + what + "? They run now:\n" + summary : "";
+    }
+    if (deny) {
+      deny.dataset.confirm = count ? "Deny " + what + "?\n" + summary : "";
+    }
+  }
+
   function showSelection() {
     const picks = rows().map((row) => row.querySelector("input.pick")).filter(Boolean);
     const ticked = picks.filter((box) => box.checked).length;
+    confirmations(picks.filter((box) => box.checked).map((box) => box.closest("tr")));
     const label = document.getElementById("selected-count");
     if (label) {
       label.textContent = ticked + " selected";
@@ -80,6 +126,23 @@
     }
   }
 
+  // Who has a row's request: only its label changes, the row stays where it is.
+  function showClaim(row, update) {
+    if (row.dataset.claim === update.dataset.claim) {
+      return;
+    }
+    row.dataset.claim = update.dataset.claim;
+    const before = row.querySelector(".claim");
+    if (before) {
+      before.remove();
+    }
+    const label = update.querySelector(".claim");
+    const title = row.querySelector("a.title");
+    if (label && title) {
+      title.after(document.importNode(label, true));
+    }
+  }
+
   document.addEventListener("signoff:merge", (event) => {
     const { list, replacement } = event.detail;
     if (list !== body) {
@@ -90,7 +153,11 @@
     );
     let gone = false;
     for (const row of body.querySelectorAll("tr[data-nid]")) {
-      if (!fresh.delete(row.dataset.nid) && !row.classList.contains("gone")) {
+      const update = fresh.get(row.dataset.nid);
+      if (update) {
+        showClaim(row, update);
+        fresh.delete(row.dataset.nid);
+      } else if (!row.classList.contains("gone")) {
         markGone(row);
         gone = true;
       }
@@ -149,6 +216,9 @@
     if (typing || event.ctrlKey || event.metaKey || event.altKey) {
       return;
     }
+    if (event.key === "Enter" && event.target.closest("a, button, summary")) {
+      return; // Enter on a link or button is that control's (the skip link's too)
+    }
     const open = () => rowOf(current) && window.location.assign(rowOf(current).dataset.detailUrl);
     const actions = {
       j: () => move(1),
@@ -178,6 +248,12 @@
       actions[event.key]();
     }
   });
+
+  // Every filter shows on a wide screen; a narrow one keeps them folded until asked.
+  const more = document.getElementById("more-filters");
+  if (more && window.matchMedia("(min-width: 701px)").matches) {
+    more.open = true;
+  }
 
   showSelection();
   select(rows()[0] || null);

@@ -50,9 +50,47 @@
   const titles = { user_input: "Prompt", text_response: "Model", tool_call: "Model",
     tool_result: "Tool result", compaction: "Compacted" };
 
+  // The timeline: when each step was recorded and how long after the one before (as the
+  // server renders it, webui/timefmt.py: gap).
+  function gap(seconds) {
+    const s = Math.max(seconds, 0);
+    if (s < 10) {
+      return s.toFixed(1) + " s";
+    }
+    if (s < 90) {
+      return Math.round(s) + " s";
+    }
+    if (s < 5400) {
+      return Math.round(s / 60) + " min";
+    }
+    return s < 129600 ? Math.round(s / 3600) + " h" : Math.round(s / 86400) + " d";
+  }
+
+  function stepTime(step) {
+    const line = el("p", "step-time");
+    const iso = new Date(step.at * 1000).toISOString().slice(0, 19);
+    const time = el("time", null, "just now");
+    time.dateTime = iso + "+00:00";
+    time.title = iso.replace("T", " ") + " UTC";
+    time.dataset.relative = "";
+    line.appendChild(time);
+    const before = Array.from(document.querySelectorAll("article.step[data-at]")).pop();
+    if (before) {
+      line.appendChild(document.createTextNode(" "));
+      const since = el("span", "muted step-gap", "+" + gap(step.at - Number(before.dataset.at)));
+      since.title = "since the step before";
+      line.appendChild(since);
+    }
+    return line;
+  }
+
   function renderStep(step) {
     const article = el("article", "step step-" + step.type + (step.error ? " step-error" : ""));
     article.dataset.stepIndex = String(step.step_index);
+    if (step.at) {
+      article.appendChild(stepTime(step));
+      article.dataset.at = String(step.at);
+    }
     if (step.type === "finish") {
       const usage = step.usage_metadata ? " · " + step.usage_metadata.total_token_count + " tokens" : "";
       article.appendChild(el("p", "finish", "Turn finished" + usage));
@@ -111,6 +149,7 @@
       return;
     }
     seen.add(index);
+    refreshCounts(); // a finished step has its usage written: the header's counts follow
     const finished = renderStep(step);
     const partial = partials.get(index);
     if (partial) {
@@ -118,6 +157,13 @@
       partials.delete(index);
     } else {
       live.appendChild(finished);
+    }
+  }
+
+  // The header's turns, tokens and cost: refreshed in place (static/app.js, at most every 1.5 s).
+  function refreshCounts() {
+    if (window.signoffRefreshLists) {
+      window.signoffRefreshLists();
     }
   }
 
@@ -144,7 +190,10 @@
   }
 
   const handlers = {
-    turn_started: () => live.appendChild(el("hr", "turn-start")),
+    turn_started: () => {
+      live.appendChild(el("hr", "turn-start"));
+      refreshCounts();
+    },
     step: onStep,
     status: (event) => {
       setStatus(event.status);

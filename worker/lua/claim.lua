@@ -6,6 +6,11 @@
 -- for its own `advance`. A held conversation (a batch item its batch has not dispatched) is
 -- never started.
 --
+-- A batch item's parked turn whose notification is settled first needs a place under its
+-- batch's cap: without `admitted` the claim takes no lease and answers {'admit', batch id};
+-- the worker asks the batch (`BatchStore.admit`) and claims again admitted, or leaves the
+-- item waiting for the batch to release it when a place frees.
+--
 -- A turn parked on a notification that is settled now goes on: the conversation and the
 -- turn are `running` again and the `status` event is out before the leg has read anything
 -- else (an aborted turn is left to the leg, which cancels it). The notification comes back
@@ -14,22 +19,28 @@
 -- The operator's tool rules come back with the work: every turn needs them (the tools a model
 -- is offered). Their hash is global, outside the conversation's Cluster slot, as the queue is.
 --
--- Returns {'busy'} | {'held'} | {'lost'} | {'idle'} | {'ok', token, turn id, conversation,
--- turn, appended, queued, parked notification id, its hash, the tool rules' hash}.
-local conversation_key = KEYS[1]
-local inbox_key = KEYS[2]
-local history_meta_key = KEYS[3]
-local lease_key = KEYS[4]
-local fence_key = KEYS[5]
-local events_key = KEYS[6]
-local policy_rules_key = KEYS[7]
-local turn_prefix = ARGV[1]  -- "<prefix>:{cid}:turn:"
-local token = ARGV[2]  -- '' to take the lease
-local ttl_ms = ARGV[3]
-local note_prefix = ARGV[4]  -- "<prefix>:{cid}:notification:"
-local cid = ARGV[5]
-local maxlen, events_ttl_ms = ARGV[6], ARGV[7]
-local channels = {ARGV[8], ARGV[9]}
+-- Returns {'busy'} | {'held'} | {'lost'} | {'idle'} | {'admit', batch id} | {'ok', token,
+-- turn id, conversation, turn, appended, queued, parked notification id, its hash, the tool
+-- rules' hash}.
+-- KEYS[1] conversation: HASH
+-- KEYS[2] inbox: LIST, the queued turns
+-- KEYS[3] history_meta: HASH, the history's counts
+-- KEYS[4] lease: STRING, the lease's fencing token
+-- KEYS[5] fence: STRING, the counter fencing tokens come from
+-- KEYS[6] events: STREAM, the conversation's events
+-- KEYS[7] policy_rules: HASH, the operator's tool rules (global)
+-- ARGV[1] turn_prefix: "<prefix>:{cid}:turn:"
+-- ARGV[2] token: the held lease's fencing token ('' to take the lease)
+-- ARGV[3] ttl_ms: the lease's
+-- ARGV[4] note_prefix: "<prefix>:{cid}:notification:"
+-- ARGV[5] cid: the conversation's id
+-- ARGV[6] maxlen: of the event stream (MAXLEN ~)
+-- ARGV[7] events_ttl_ms: of the event stream
+-- ARGV[8] channel: the conversation's live channel
+-- ARGV[9] channel_all: the global live channel
+-- ARGV[10] admitted: '1': the item's batch gave it a place (BatchStore.admit)
+
+local channels = {channel, channel_all}
 
 if token == '' then
   if redis.call('EXISTS', lease_key) == 1 then return {'busy'} end
@@ -46,26 +57,32 @@ if active == '' then
   end
   redis.call('HSET', conversation_key, 'active_turn', active)
 end
-if token == '' then
-  token = tostring(redis.call('INCR', fence_key))
-  redis.call('SET', lease_key, token, 'PX', ttl_ms)
-end
 
 local parked = redis.call('HGET', conversation_key, 'parked_on') or ''
 local note = {}
 local own = cid .. '.'
+local resumes = false
 if parked ~= '' and string.sub(parked, 1, #own) == own then
   local note_key = note_prefix .. string.sub(parked, #own + 1)
   note = redis.call('HGETALL', note_key)
   local settled = redis.call('HGET', note_key, 'status')
   local waiting = redis.call('HGET', conversation_key, 'status') == 'waiting_for_user'
   local aborted = (redis.call('HGET', conversation_key, 'cancel_turn') or '') == active
-  if settled and settled ~= 'pending' and waiting and not aborted then
-    redis.call('HSET', conversation_key, 'status', 'running', 'parked_on', '')
-    redis.call('HSET', turn_prefix .. active, 'status', 'running')
-    emit(events_key, maxlen, events_ttl_ms, channels, cjson.encode(
-      {kind = 'status', conversation_id = cid, turn_id = active, status = 'running'}))
-  end
+  resumes = settled and settled ~= 'pending' and waiting and not aborted
+end
+if resumes and token == '' and admitted ~= '1' then
+  local config = cjson.decode(redis.call('HGET', conversation_key, 'config') or '{}')
+  if type(config.batch_id) == 'string' then return {'admit', config.batch_id} end
+end
+if token == '' then
+  token = tostring(redis.call('INCR', fence_key))
+  redis.call('SET', lease_key, token, 'PX', ttl_ms)
+end
+if resumes then
+  redis.call('HSET', conversation_key, 'status', 'running', 'parked_on', '')
+  redis.call('HSET', turn_prefix .. active, 'status', 'running')
+  emit(events_key, maxlen, events_ttl_ms, channels, cjson.encode(
+    {kind = 'status', conversation_id = cid, turn_id = active, status = 'running'}))
 end
 return {'ok', token, active, redis.call('HGETALL', conversation_key),
         redis.call('HGETALL', turn_prefix .. active),

@@ -4,21 +4,31 @@
 -- Returns {'fenced'} when another worker holds the lease (nothing is written), else
 -- {'ok', position of the first step appended, 1 if abort was asked for this turn, event ids,
 --  1 if a turn's end let the lease go}.
-local lease_key = KEYS[1]
-local conversation_key = KEYS[2]
-local turn_key = KEYS[3]
-local events_key = KEYS[4]
-local tool_results_key = KEYS[5]
-local notification_key = KEYS[6]  -- the turn's key again when the flush files no notification
-local deliveries_key = KEYS[7]  -- the conversation's notification delivery stream
-local history_keys = {KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]}
-local inbox_key = KEYS[14]
-local day_usage_key = KEYS[15]  -- token usage by model for the day (UTC) of the flush
-local all_deliveries_key = KEYS[16]  -- every conversation's notification deliveries
-local webhook_endpoints_key, webhook_outbox_key = KEYS[17], KEYS[18]
-local failures_key = KEYS[19]  -- conversations by when a turn of theirs last failed
--- The flush: a FlushArgs (worker/writer.py), which says what each field holds.
-local flush = cjson.decode(ARGV[1])
+-- KEYS[1] lease: STRING, the lease's fencing token
+-- KEYS[2] conversation: HASH
+-- KEYS[3] turn: HASH, the running turn
+-- KEYS[4] events: STREAM, the conversation's events
+-- KEYS[5] tool_results: HASH
+-- KEYS[6] notification: HASH, the notification the flush files (the turn's key again when none)
+-- KEYS[7] deliveries: STREAM, the conversation's notification deliveries
+-- KEYS[8] history.steps: the history's keys (HISTORY_KEYS), for history_write
+-- KEYS[9] history.meta
+-- KEYS[10] history.turn_starts
+-- KEYS[11] history.compactions
+-- KEYS[12] history.usage
+-- KEYS[13] history.overflow
+-- KEYS[14] inbox: LIST, the queued turns
+-- KEYS[15] day_usage: HASH, token usage and cost by model for the day (UTC) of the flush, and
+--          by agent, batch and owner ("@agent:<name>:<counter>", "@batch:<id>:<counter>",
+--          "@owner:<name>:<counter>")
+-- KEYS[16] all_deliveries: STREAM, every conversation's notification deliveries
+-- KEYS[17] webhook_endpoints: HASH
+-- KEYS[18] webhook_outbox: STREAM
+-- KEYS[19] failures: ZSET, conversations by when a turn of theirs last failed
+-- KEYS[20] spend.batch: HASH, the batch's meta, when a settled reservation counts there
+-- KEYS[21] spend.agent: HASH, the agent's spending of the reservation's day
+-- KEYS[22] spend.owner: HASH, the owner's spending of the reservation's day
+-- ARGV[1] flush: JSON, a FlushArgs (worker/writer.py), which says what each field holds
 
 if flush.token ~= '' and redis.call('GET', lease_key) ~= flush.token then return {'fenced'} end
 
@@ -44,7 +54,26 @@ end
 local first = history_write(history_keys, flush.history)
 if flush.history.usage then
   for name, count in pairs(flush.history.usage) do
-    if count ~= 0 then redis.call('HINCRBY', day_usage_key, flush.usage_model .. ':' .. name, count) end
+    if count ~= 0 then
+      redis.call('HINCRBY', day_usage_key, flush.usage_model .. ':' .. name, count)
+      for _, scope in ipairs(flush.usage_scopes) do
+        redis.call('HINCRBY', day_usage_key, scope .. ':' .. name, count)
+      end
+    end
+  end
+end
+if flush.settle then
+  local settle = flush.settle
+  local changes = {
+    ['reserved:tokens'] = -settle.reserved_tokens, ['reserved:micros'] = -settle.reserved_micros,
+    ['spent:tokens'] = settle.tokens, ['spent:micros'] = settle.micros,
+  }
+  for _, scope in ipairs(settle.scopes) do
+    local key = spend_keys[scope] or conversation_key
+    for field, change in pairs(changes) do
+      -- Lua writes a negated 0 as "-0", which HINCRBY refuses
+      if change ~= 0 then redis.call('HINCRBY', key, field, change) end
+    end
   end
 end
 if flush.failed then

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from shared.models.config import ToolSelection
 from shared.models.content import Media
+from shared.models.model_settings import ModelSettings
 from shared.models.steps import ToolCall, UsageMetadata
 
 __all__ = [
@@ -64,6 +65,7 @@ class ModelRequest:
     tool_selection: ToolSelection = ToolSelection.AUTO
     response_schema: dict[str, Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    settings: ModelSettings = field(default_factory=ModelSettings)
 
 
 @dataclass(frozen=True)

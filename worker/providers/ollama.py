@@ -10,6 +10,12 @@ Conventions beyond the wire format:
 - Tool calls arrive complete; a call without an id gets ``call_<n>``, its
   position in the answer. Arguments that are not an object follow the
   ``{"_raw": "<text>"}`` convention of `worker.providers.openai_provider`.
+- ``ModelRequest.settings`` map to ``options``: ``num_predict`` (max output
+  tokens), ``temperature``, ``top_p``, ``stop``, ``seed``, and their ``extra``;
+  ``reasoning_effort`` is ``think``: ``minimal`` sends false, the others their
+  level ("low", "medium", "high"), with no retry without it.
+  ``parallel_tool_calls`` has no Ollama equivalent: `shared.models.model_settings`
+  refuses it before anything is queued.
 - ``ModelRequest.options`` go into Ollama's ``options`` object, except
   ``think`` and ``keep_alive`` which are top-level fields.
 - Images go base64 in ``images``; text media is appended to the content;
@@ -29,6 +35,7 @@ import httpx
 
 from shared.errors import ProviderError, RateLimited
 from shared.models.config import ToolSelection
+from shared.models.model_settings import ModelSettings, ReasoningEffort
 from shared.models.steps import ToolCall, UsageMetadata
 from shared.settings import Settings
 from worker.providers.base import (
@@ -75,9 +82,12 @@ class OllamaProvider:
         max_retry_after_s: float = 30.0,
     ) -> None:
         config = settings or Settings.model_construct()
+        connections = config.model_connections
         self._client = httpx.Client(
             base_url=base_url or config.ollama_base_url,
             timeout=timeout_s or config.provider_timeout_s,
+            # calls beyond the bound wait for a connection (back-pressure), up to the timeout
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
         retries = config.provider_max_retries if max_retries is None else max_retries
         self._policy = RetryPolicy(retries, backoff_s, max_backoff_s, max_retry_after_s)
@@ -103,13 +113,16 @@ class OllamaProvider:
             error = _status_error(response, where)
         finally:
             response.close()
-        if _refuses_thinking(error) and body.get("think") and "think" not in request.options:
+        if _refuses_thinking(error) and body.get("think") and not _asked_to_think(request):
             self._cannot_think.add(request.model)
             yield from self._attempt(request)
             return
         raise failure(error, retry_after_s(response.headers))
 
-    def _think_for(self, request: ModelRequest) -> bool | None:
+    def _think_for(self, request: ModelRequest) -> bool | str | None:
+        effort = request.settings.reasoning_effort
+        if effort is not None:
+            return False if effort is ReasoningEffort.MINIMAL else effort.value
         if "think" in request.options:
             return bool(request.options["think"])
         return None if request.model in self._cannot_think else self._think
@@ -126,7 +139,23 @@ class OllamaProvider:
 # Request mapping
 
 
-def _body(request: ModelRequest, *, think: bool | None) -> dict[str, Any]:
+def _asked_to_think(request: ModelRequest) -> bool:
+    """Thinking the request asks for by name is not dropped on a refusal."""
+    return "think" in request.options or request.settings.reasoning_effort is not None
+
+
+def _options(settings: ModelSettings) -> dict[str, Any]:
+    """Ollama's ``options`` for the model settings."""
+    out: dict[str, Any] = dict(settings.extra)
+    if settings.max_output_tokens is not None:
+        out["num_predict"] = settings.max_output_tokens
+    for name in ("temperature", "top_p", "stop", "seed"):
+        if getattr(settings, name) is not None:
+            out[name] = getattr(settings, name)
+    return out
+
+
+def _body(request: ModelRequest, *, think: bool | str | None) -> dict[str, Any]:
     send_tools = bool(request.tools) and request.tool_selection is not ToolSelection.NONE
     body: dict[str, Any] = {
         "model": request.model,
@@ -142,6 +171,7 @@ def _body(request: ModelRequest, *, think: bool | None) -> dict[str, Any]:
     if "keep_alive" in request.options:
         body["keep_alive"] = request.options["keep_alive"]
     options = {k: v for k, v in request.options.items() if k not in _TOP_LEVEL_OPTIONS}
+    options.update(_options(request.settings))
     if options:
         body["options"] = options
     return body

@@ -1,10 +1,11 @@
 """Retries a model call with exponential backoff, but only before its first event.
 
 A provider's attempt is a generator of events. When it fails with a retryable
-`ProviderError` (429, 5xx, no answer at all) before yielding anything, the call
+`ProviderError` (5xx, no answer at all) before yielding anything, the call
 is made again after a wait; once an event has reached the caller a failure is
 raised as it is, so a half-streamed answer is never replayed. A server's
-``Retry-After`` (or ``retry-after-ms``) is honoured up to a cap.
+``Retry-After`` (or ``retry-after-ms``) is honoured up to a cap. A 429 is raised at once as
+`RateLimited`, carrying the server's wait, for the turn to handle (`failure`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
-from shared.errors import ProviderError
+from shared.errors import ProviderError, RateLimited
 
 __all__ = ["RetryPolicy", "TransientFailure", "failure", "retry_after_s", "stream_with_retries"]
 
@@ -55,7 +56,14 @@ class TransientFailure(Exception):
 
 
 def failure(error: ProviderError, retry_after: float | None = None) -> Exception:
-    """What an attempt raises: retryable errors wrapped for the retry loop, others as they are."""
+    """What an attempt raises: retryable errors wrapped for the retry loop, others as they are.
+
+    A 429 is not retried here: it goes to the turn with the server's Retry-After, which
+    pauses the provider for every worker and calls again when the pause is over
+    (shared/store/rate_limit.py), rather than each worker finding the limit on its own.
+    """
+    if isinstance(error, RateLimited):
+        return RateLimited(error.message, error.http_code, retry_after)
     return TransientFailure(error, retry_after) if error.retryable else error
 
 

@@ -67,6 +67,12 @@ Words in the prompt that exercise failure paths:
 - ``#slow``: waits 50 ms before each token, whatever ``token_delay_ms`` says;
 - ``#long``: the plain answer (rule 4) is 200 tokens long.
 
+Model settings: of ``ModelRequest.settings`` it honours ``stop`` (the text
+ends before the first of them, finish reason ``stop``), ``max_output_tokens``
+(at most that many text tokens, finish reason ``length`` when it cut) and
+``seed`` (trivially: it always answers the same). Thinking tokens are not
+counted in the total, so they are not capped.
+
 Errors are raised when iteration starts (``stream`` is a generator), before
 any event unless said otherwise. Slash commands never reach a model; the
 runtime handles them.
@@ -161,14 +167,23 @@ class ScriptedProvider:
         yield from _paced(thinking, ThinkingDelta, delay_s)
         if "#fail" in turn.prompt:
             raise ProviderError("scripted failure requested", http_code=500)
-        text = tokens(reply.text)
+        text = tokens(_before_stop(reply.text, request.settings.stop or ()))
+        cap = request.settings.max_output_tokens
+        cut = cap is not None and len(text) > cap
+        text = text[:cap] if cut else text
         yield from _paced(text, TextDelta, delay_s)
         yield from (ToolCallEvent(call) for call in reply.calls)
         usage = UsageMetadata.from_counts(
             prompt_words(request.messages), len(text), thoughts=len(thinking)
         )
         yield UsageEvent(usage)
-        yield FinishEvent("tool_calls" if reply.calls else "stop")
+        yield FinishEvent("length" if cut else "tool_calls" if reply.calls else "stop")
+
+
+def _before_stop(text: str, stops: Sequence[str]) -> str:
+    """The text up to the first of the stop strings, as a server's stop sequences cut it."""
+    found = [text.find(stop) for stop in stops if stop in text]
+    return text[: min(found)] if found else text
 
 
 def tokens(text: str) -> list[str]:

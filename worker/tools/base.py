@@ -20,7 +20,10 @@ from shared.settings import Settings
 from worker.providers.base import ToolSpec
 
 __all__ = [
+    "AskPerson",
     "CanonicalPath",
+    "InputNeeded",
+    "Resumed",
     "Tool",
     "ToolContext",
     "ToolFailed",
@@ -39,14 +42,44 @@ class ToolFailed(SignoffError):
     code = "tool_failed"
 
 
+class InputNeeded(SignoffError):
+    """Raised when a tool cannot finish without a person's input: the call parks on a
+    question (`question`, answered against `schema`) and runs again with the answer and
+    `state`, the tool's own record of where it stood."""
+
+    code = "input_needed"
+
+    def __init__(self, question: str, schema: dict[str, Any], state: str) -> None:
+        super().__init__(question, schema, state)
+        self.question, self.schema, self.state = question, schema, state
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A call running again after `InputNeeded`: its state, and the answer (None: declined)."""
+
+    state: str
+    answer: dict[str, Any] | None
+
+
+# Asks a person while the call runs: (title, question, JSON schema, wait in s) -> their
+# resolution (Submit or Deny), or None when it expired; InvalidInput for an unusable schema.
+AskPerson = Callable[[str, str, dict[str, Any], float], Any]
+
+
 @dataclass(frozen=True)
 class ToolContext:
-    """Who is calling a tool: the settings and the ids of the conversation, turn and call."""
+    """Who is calling a tool: the settings and the ids of the conversation, turn and call.
+
+    `ask`: how the running call can ask a person (an MCP server's input request), if it can.
+    """
 
     settings: Settings
     conversation_id: str
     turn_id: str
     call_id: str
+    ask: AskPerson | None = None
+    resumed: Resumed | None = None
 
 
 ToolRun = Callable[[dict[str, Any], ToolContext], Any]
@@ -68,6 +101,10 @@ class Tool:
     policy: ToolPolicy = ToolPolicy.AUTO
     canonical_path: CanonicalPath | None = None
     approval_timeout_s: int | None = None  # overrides the conversation's and the default
+    # A schema from outside (an MCP server's): arguments are checked with the bounded re2
+    # validator of user schemas, never with Python's `re`.
+    untrusted_schema: bool = False
+    server: str | None = None  # the MCP server that runs it; None for a Python tool
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):

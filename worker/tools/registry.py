@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from shared.errors import Conflict, NotFound, SettingsError
+from shared.models.mcp import TOOL_SEPARATOR
 from shared.models.steps import ToolCall
+from shared.schema import schema_violations
 from shared.settings import Settings
 from worker.providers.base import ToolSpec
 from worker.tools.ask_operator import ask_operator
-from worker.tools.base import Tool, ToolContext, ToolFailed
+from worker.tools.base import InputNeeded, Tool, ToolContext, ToolFailed
 from worker.tools.demo import DEMO_TOOLS
 from worker.tools.files import FILE_TOOLS
 
@@ -51,7 +54,8 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self._validators: dict[str, Draft202012Validator] = {}
+        self._validators: dict[str, Validate] = {}
+        self._servers: tuple[str, ...] = ()
         for each in tools:
             self.register(each)
 
@@ -60,9 +64,18 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise Conflict(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
-        self._validators[tool.name] = Draft202012Validator(
-            tool.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER
-        )
+        self._validators[tool.name] = _validator(tool)
+
+    def extended(self, tools: Iterable[Tool], *, servers: Iterable[str] = ()) -> ToolRegistry:
+        """A copy with `tools` added (one leg's MCP tools); `servers`: the MCP servers it
+        selected, so a call to a tool one of them no longer offers is named as such."""
+        copy = ToolRegistry()
+        copy._tools, copy._validators = dict(self._tools), dict(self._validators)
+        copy._servers = tuple(servers)
+        for each in tools:
+            if each.name not in copy._tools:
+                copy.register(each)
+        return copy
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -87,9 +100,7 @@ class ToolRegistry:
         validator = self._validators.get(name)
         if validator is None:
             raise NotFound(self._unknown(name))
-        # Every schema has type "object" (Tool checks), so a non-object is reported here too.
-        errors = sorted(validator.iter_errors(args), key=lambda err: (err.json_path, err.message))
-        return [f"{err.json_path}: {err.message}" for err in errors]
+        return validator(args)
 
     def canonical_path(self, call: ToolCall, settings: Settings) -> str | None:
         """The workspace path a call targets, for tools that target one; None otherwise."""
@@ -99,7 +110,10 @@ class ToolRegistry:
         return found.canonical_path(call.args, settings)
 
     def execute(self, call: ToolCall, context: ToolContext) -> ToolOutcome:
-        """Validates and runs a call; every failure becomes an error outcome."""
+        """Validates and runs a call; every failure becomes an error outcome.
+
+        InputNeeded passes through: the call waits for a person, it did not fail.
+        """
         if call.name not in self._tools:
             return ToolOutcome.failure(self._unknown(call.name))
         problems = "; ".join(self.validate_arguments(call.name, call.args))
@@ -107,6 +121,8 @@ class ToolRegistry:
             return ToolOutcome.failure(f"invalid arguments for {call.name!r}: {problems}")
         try:
             result = self._tools[call.name].run(dict(call.args), context)
+        except InputNeeded:
+            raise  # the call parks on a question (worker/tool_phase.py)
         except ToolFailed as exc:
             return ToolOutcome.failure(exc.message)
         except Exception as exc:
@@ -115,7 +131,37 @@ class ToolRegistry:
 
     def _unknown(self, name: str) -> str:
         available = ", ".join(sorted(self._tools)) or "none"
-        return f"unknown tool {name!r}; available tools: {available}"
+        reason = self.gone_reason(name) or f"unknown tool {name!r}"
+        return f"{reason}; available tools: {available}"
+
+    def gone_reason(self, name: str) -> str | None:
+        """Why `name` is missing when it names a tool of a selected MCP server; else None."""
+        server, separator, _ = name.partition(TOOL_SEPARATOR)
+        if not separator or server not in self._servers or name in self._tools:
+            return None
+        return (
+            f"tool {name!r} is not offered by MCP server {server!r} (any more: its tool "
+            "list changed, or the tool was refused; see `signoff mcp show`)"
+        )
+
+
+Validate = Callable[[Any], list[str]]
+
+
+def _validator(tool: Tool) -> Validate:
+    """Every way arguments break the tool's schema, each with its JSON path."""
+    if tool.untrusted_schema:
+        return partial(schema_violations, schema=tool.parameters, name=f"arguments of {tool.name}")
+    checker = Draft202012Validator(
+        tool.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+
+    def validate(args: Any) -> list[str]:
+        # Every schema has type "object" (Tool checks), so a non-object is reported here too.
+        errors = sorted(checker.iter_errors(args), key=lambda err: (err.json_path, err.message))
+        return [f"{err.json_path}: {err.message}" for err in errors]
+
+    return validate
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,26 +1,27 @@
 -- history_write(k, h): appends finished steps with their usage (and a turn start) to one
 -- conversation's history and trims it to its bound. Returns the absolute position of the
 -- first step appended.
---   k: the history's keys, as HistoryStore.keys lists them: steps, meta, turn starts,
---      compactions, usage, turn overflow
+--   k: the history's keys by name (HISTORY_KEYS, shared/store/keys.py): steps, meta,
+--      turn_starts, compactions, usage, overflow
 --   h: a HistoryWrite (shared/store/history.py), decoded: max_history_size, start_turn,
 --      usage (absent for none) and steps, each {doc, compaction, response, structured}
 -- Trimming moves the latest turn's own steps to the overflow list instead of dropping them
 -- (a turn start empties it), so a turn's response keeps every step.
+-- `usage_counters` (the loader puts it before: USAGE_FIELDS, shared/models/steps.py) names the
+-- counters summed.
 local function history_write(k, h)
-  local steps_key, meta_key, turns_key, compactions_key, usage_key, overflow_key = unpack(k)
-  local counters = {'prompt_token_count', 'candidates_token_count', 'total_token_count',
-                    'cached_content_token_count', 'thoughts_token_count'}
+  local steps_key, meta_key, turns_key = k.steps, k.meta, k.turn_starts
+  local compactions_key, usage_key, overflow_key = k.compactions, k.usage, k.overflow
   local appended = tonumber(redis.call('HGET', meta_key, 'appended') or '0')
   local first = appended
   if h.start_turn then
     redis.call('DEL', overflow_key)
     redis.call('HSET', meta_key, 'turn_start', appended)
     redis.call('RPUSH', turns_key, appended)
-    for _, name in ipairs(counters) do redis.call('HDEL', usage_key, 'turn:' .. name) end
+    for _, name in ipairs(usage_counters) do redis.call('HDEL', usage_key, 'turn:' .. name) end
   end
   if h.usage then
-    for _, name in ipairs(counters) do
+    for _, name in ipairs(usage_counters) do
       redis.call('HINCRBY', usage_key, name, h.usage[name])
       redis.call('HINCRBY', usage_key, 'turn:' .. name, h.usage[name])
     end

@@ -8,8 +8,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from shared.models.users import Role
 from shared.settings import Settings
-from shared.store.users import Role
 from tests.stack import WorkerProcess
 from tests.web.browser.kit import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LiveServer, signed_in
 from tests.web.conftest import OPERATOR, SECRET

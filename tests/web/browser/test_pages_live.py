@@ -95,7 +95,9 @@ def test_allow_and_deny_from_the_inbox(page: Page, api: httpx.Client, server: Li
     expect(page.locator("#arguments")).to_have_value('{\n  "expression": "6*7"\n}')
     shot(page, "approval-detail")
     page.click("#allow-form button[type=submit]")
-    expect(page.locator(".flash-info")).to_contain_text("Resolved: Allow calculator?")
+    expect(page.locator(".flash-info")).to_have_text(
+        f"Allowed calculator expression 6*7 (conversation {cid[:8]}…)."
+    )
     expect(page.locator("#inbox-empty")).to_be_visible()
     page.goto(f"{server.url}/conversations/{cid}")
     answer = page.locator(".step-text_response > .text").last
@@ -110,7 +112,9 @@ def test_allow_and_deny_from_the_inbox(page: Page, api: httpx.Client, server: Li
     page.goto(f"{server.url}/approvals/{denied['id']}")
     page.fill("#reason", "too big for a demo")
     page.click("#deny-form button[type=submit]")
-    expect(page.locator(".flash-info")).to_contain_text("Resolved")
+    expect(page.locator(".flash-info")).to_have_text(
+        f"Denied calculator expression 2**64 (conversation {cid[:8]}…)."
+    )
     page.goto(f"{server.url}/conversations/{cid}")
     last = page.locator(".step-text_response > .text").last
     expect(last).to_contain_text("calculator was denied", timeout=15_000)
@@ -144,7 +148,7 @@ def test_the_operator_sets_a_tool_policy_that_binds_submitters(
     row = page.locator("#tools tr[data-tool=calculator]")
     expect(row.locator(".badge")).to_have_text("auto")
     row.locator("select[name=policy]").select_option("deny")
-    row.locator("button[type=submit]").click()
+    row.locator("button.set-policy").click()
     expect(page.locator("#tools tr[data-tool=calculator] .badge")).to_have_text("deny")
     expect(page.locator("#rules tr[data-rule='calculator|*']")).to_be_visible()
     expect(page.locator("#policy-log tbody tr").first).to_contain_text(OPERATOR[0])

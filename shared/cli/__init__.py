@@ -1,8 +1,0 @@
-"""The `signoff` command line. It imports only `shared`: workers and the web server are
-started as processes by module name, the way the web process sends tasks by name."""
-
-from __future__ import annotations
-
-from shared.cli.main import main
-
-__all__ = ["main"]

@@ -1,0 +1,117 @@
+"""Which broker Celery uses, and the Celery settings that follow from it.
+
+By default the broker is the state Redis: a script that writes state pushes the task its
+write asks for into the broker's own queue list in the same atomic step
+(`shared.client.task_message`). A broker apart (RabbitMQ, or a Redis of its own) is out of
+a script's reach: such a write puts the task in the outbox, a list in the state Redis
+(`shared.client.outbox`), and a relay in the workers and `signoff beat` publishes it
+(`worker/relay.py`).
+
+With RabbitMQ every queue is a quorum queue (replicated, durable), messages are persistent
+and confirmed by the broker before a send returns, and a countdown (a webhook's or an
+approval route's retry) waits in RabbitMQ's delay queues (Celery's native delayed delivery),
+not in a worker's memory: a topic exchange per queue is what that delivery routes through.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from kombu import Exchange, Queue
+
+from shared.settings import Settings
+
+__all__ = [
+    "BrokerKind",
+    "broker_config",
+    "broker_kind",
+    "broker_url",
+    "described",
+    "redacted_url",
+    "uses_outbox",
+]
+
+QUORUM = "quorum"
+
+
+class BrokerKind(str, Enum):
+    """Where Celery's queues live."""
+
+    STATE_REDIS = "state-redis"  # the default: state and queues in one Redis
+    REDIS = "redis"  # a Redis of their own
+    RABBITMQ = "rabbitmq"
+
+
+def broker_url(settings: Settings) -> str:
+    return settings.broker_url or settings.redis_url
+
+
+def broker_kind(settings: Settings) -> BrokerKind:
+    url = settings.broker_url
+    if not url or url == settings.redis_url:
+        return BrokerKind.STATE_REDIS
+    if url.partition("://")[0].lower() in ("amqp", "amqps"):
+        return BrokerKind.RABBITMQ
+    return BrokerKind.REDIS
+
+
+def uses_outbox(settings: Settings) -> bool:
+    """Whether tasks asked for by state writes go through the outbox (a broker apart)."""
+    return broker_kind(settings) is not BrokerKind.STATE_REDIS
+
+
+def broker_config(settings: Settings, queues: list[str]) -> dict[str, Any]:
+    """Celery settings of the broker: the URL, transport options and, for RabbitMQ, `queues`
+    as quorum queues on topic exchanges."""
+    url = broker_url(settings)
+    if broker_kind(settings) is not BrokerKind.RABBITMQ:
+        transport = {
+            "visibility_timeout": settings.visibility_timeout_s,
+            "global_keyprefix": f"{settings.key_prefix}:celery:",
+        }
+        return {
+            "broker_url": url,
+            "broker_transport_options": transport,
+            "result_backend_transport_options": transport,
+        }
+    return {
+        "broker_url": url,
+        "broker_transport_options": {"confirm_publish": True},
+        "task_default_queue_type": QUORUM,
+        "task_default_exchange_type": "topic",
+        "task_default_delivery_mode": "persistent",
+        "task_queues": [_quorum_queue(name) for name in queues],
+        "worker_detect_quorum_queues": True,
+        "broker_native_delayed_delivery_queue_type": QUORUM,
+    }
+
+
+def _quorum_queue(name: str) -> Queue:
+    return Queue(
+        name,
+        Exchange(name, type="topic", durable=True),
+        routing_key=name,
+        durable=True,
+        queue_arguments={"x-queue-type": QUORUM},
+    )
+
+
+def redacted_url(url: str) -> str:
+    """`url` with its password hidden."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def described(settings: Settings) -> str:
+    """One line on the broker in use, for `signoff doctor` and `signoff up`."""
+    kind = broker_kind(settings)
+    if kind is BrokerKind.STATE_REDIS:
+        return "the state Redis (a state write pushes its task in the same script)"
+    where = redacted_url(broker_url(settings))
+    what = "RabbitMQ, quorum queues" if kind is BrokerKind.RABBITMQ else "a Redis of its own"
+    return f"{what} at {where} (tasks of state writes relayed from the outbox)"

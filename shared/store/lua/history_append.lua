@@ -1,0 +1,11 @@
+-- Appends finished steps to one conversation's history (HistoryStore.append): history_write
+-- alone (history_write.lua runs before it).
+-- KEYS[1] history.steps: LIST of retained steps
+-- KEYS[2] history.meta: HASH: trimmed, appended, last response
+-- KEYS[3] history.turn_starts
+-- KEYS[4] history.compactions
+-- KEYS[5] history.usage
+-- KEYS[6] history.overflow: LIST of the latest turn's trimmed steps
+-- ARGV[1] write: JSON, a HistoryWrite (shared/store/history.py)
+-- Returns the absolute position of the first step appended.
+return history_write(history_keys, write)

@@ -1,0 +1,107 @@
+"""Budgets at each model call: reserve the call's worst case before it, settle after it.
+
+`reserve` runs one script (`lua/reserve.lua`) that also reads the model's price and the
+provider's pause after a 429, so a call under budgets costs no more round trips than one
+without: the price's HGET is this script, and the settlement rides on the flush that records
+the call (`Writer.settle`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from shared.models.budgets import BudgetKind
+from shared.models.prices import Price
+from shared.models.steps import UsageMetadata
+from shared.store.budgets import BudgetStore, today
+from shared.store.lua import LuaScript
+from worker.context import estimate_tokens
+from worker.leg import Leg
+from worker.providers.base import ModelRequest
+
+__all__ = ["RESERVE_SCRIPT", "SCOPES", "BudgetRefused", "Reservation", "reserve", "settlement"]
+
+SCOPES = ("conversation", "batch", "agent", "owner")
+RESERVE_SCRIPT = LuaScript(
+    "worker",
+    "reserve.lua",
+    keys=["prices", *(f"limit.{s}" for s in SCOPES), *(f"spend.{s}" for s in SCOPES), "pause"],
+    args=["price_field", "prompt_tokens", "max_output", "active", "day_ttl_s"],
+)
+_DAY_TTL_S = 3 * 86_400
+_UNITS = {"tokens": "tokens", "micros": "cost", "unpriced": "cost"}
+
+
+class BudgetRefused(Exception):
+    """A budget has no room for the call's worst case; the message names the budget."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What a call reserved, where, and the price it is counted at."""
+
+    scopes: tuple[str, ...]
+    spend_keys: dict[str, str]  # scope -> the hash the flush settles (a day's, for daily kinds)
+    tokens: int
+    micros: int
+    price: Price | None
+    paused_ms: int = 0  # how long the provider stays paused after a 429, read with it
+
+
+def reserve(leg: Leg, request: ModelRequest) -> Reservation:
+    """Reserves the call's worst case against every budget over it, or raises BudgetRefused."""
+    store = BudgetStore(leg.prices.client, leg.prices.keys)
+    day = today()
+    names = {
+        "conversation": leg.cid,
+        "batch": leg.config.batch_id,
+        "agent": leg.config.agent,
+        "owner": leg.config.submitted_by or leg.flags.get("owner") or "-",
+    }
+    active = tuple(scope for scope in SCOPES if names[scope])
+    limits, spends = [], []
+    for scope in SCOPES:
+        kind, name = BudgetKind(scope), names[scope] or leg.cid
+        limits.append(store.limit_key(kind, name))
+        spends.append(store.spend_key(kind, name, day))
+    config = leg.config
+    cap = request.settings.max_output_tokens or leg.settings.max_output_tokens or 4096
+    keys = [leg.prices.keys.prices(), *limits, *spends, leg.prices.keys.rate_pause(config.provider)]
+    args = [
+        f"{config.provider}/{request.model}",
+        estimate_tokens(request.messages),
+        cap,
+        json.dumps(active),
+        _DAY_TTL_S,
+    ]
+    reply = RESERVE_SCRIPT(leg.prices.client, keys, args)
+    if not reply[0]:
+        raise BudgetRefused(_refusal(names, *reply[1:]))
+    price = None if not reply[1] else Price.model_validate_json(reply[1])
+    spend_keys = {scope: spends[SCOPES.index(scope)] for scope in active}
+    return Reservation(active, spend_keys, int(reply[2]), int(reply[3]), price, int(reply[4]))
+
+
+def _refusal(names: dict[str, str | None], scope: str, unit: str, limit: str, used: int) -> str:
+    what = f"the {scope} budget of {scope} {names[scope]!r}"
+    daily = " for today (UTC)" if BudgetKind(scope).daily else ""
+    if unit == "unpriced":
+        return f"{what}{daily} is in money, and this model has no price: no call is counted"
+    if unit == "micros":
+        spent = f"{int(used) / 1_000_000:g} of {int(limit) / 1_000_000:g}"
+    else:
+        spent = f"{used} of {limit} tokens"
+    return f"{what}{daily} has no room for this call: {spent} spent or reserved ({_UNITS[unit]})"
+
+
+def settlement(reservation: Reservation, usage: UsageMetadata | None) -> dict[str, object]:
+    """The flush's `settle`: the reservation released, the call's real usage spent."""
+    used = usage or UsageMetadata()
+    return {
+        "scopes": list(reservation.scopes),
+        "reserved_tokens": reservation.tokens,
+        "reserved_micros": reservation.micros,
+        "tokens": used.prompt_token_count + used.candidates_token_count,
+        "micros": used.cost_micros,
+    }

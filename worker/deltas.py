@@ -1,0 +1,156 @@
+"""Streamed deltas, written per tick: one round trip per flush window for every conversation.
+
+A worker process may stream hundreds of model calls at once, each producing tokens
+faster or slower than the flush window. Each model call's `StepStreamer` buffers its
+deltas and enrols with the process's `DeltaFlusher`; once a window, the flusher's
+thread takes every enrolled buffer and writes them all with one script call
+(`worker/lua/deltas.lua`) on its own connection. Round trips per second are bounded by
+the window, not by conversations times tokens.
+
+Each entry is fenced on its own inside the script: a conversation whose lease was taken
+over gets its deltas refused and is told so, the others are written. The script also
+reports, per entry, whether abort was asked for the entry's turn. A buffer is taken by
+one tick or by its leg (after the model call ended), never both, and a leg's own flush
+waits for a tick carrying its deltas to return first, so a conversation's events stay
+ordered and are written once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Protocol
+
+import redis
+from pydantic import BaseModel
+
+from shared.settings import Settings
+from shared.store.connection import storage_errors
+from shared.store.emit import EMIT_LUA
+from shared.store.keys import KeySpace
+from shared.store.lua import LuaScript
+
+__all__ = ["DeltaArgs", "DeltaEntry", "DeltaFlusher", "DeltaSource", "TickReply"]
+
+_DELTAS = LuaScript(
+    "worker",
+    "deltas.lua",
+    keys=["lease", "conversation", "events"],  # for each entry, in order
+    each=True,
+    args=["batch"],
+    decode=["batch"],
+    uses=[EMIT_LUA],
+)
+
+
+class DeltaEntry(BaseModel):
+    """One conversation's deltas in a tick: written only under its fencing token."""
+
+    token: str
+    turn_id: str
+    channel: str  # the conversation's live channel
+    events: list[str]  # encoded events, in order
+
+
+class DeltaArgs(BaseModel):
+    """The tick script's one argument; its KEYS name each entry's lease, conversation, stream."""
+
+    maxlen: str
+    ttl_ms: str
+    channel: str  # the global live channel
+    entries: list[DeltaEntry]
+
+
+class TickReply(BaseModel):
+    """What the tick script said of one entry."""
+
+    fenced: bool = False
+    cancel_requested: bool = False
+
+
+class DeltaSource(Protocol):
+    """A model call's buffer of deltas, as the flusher sees it (a `StepStreamer`)."""
+
+    cid: str
+
+    def take_for_tick(self) -> DeltaEntry | None:
+        """Its buffered deltas, now in flight; None when it has none or its call ended."""
+
+    def tick_done(self, reply: TickReply | None, error: Exception | None) -> None:
+        """The tick that carried its deltas returned (or failed)."""
+
+
+class DeltaFlusher:
+    """One thread per worker process that writes every buffered delta once a window."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace, settings: Settings) -> None:
+        self.client = client  # its own pool: the thread holds one connection
+        self.window_s = settings.flush_interval_ms / 1000
+        self.round_trips = 0
+        self._keys = keys
+        self._maxlen = str(settings.stream_maxlen)
+        self._ttl_ms = str(settings.events_ttl_s * 1000)
+        self._channel = keys.live_all()
+        self._enrolled: dict[int, DeltaSource] = {}
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def enrol(self, source: DeltaSource) -> None:
+        """`source` has deltas: the next tick (within one window) writes them."""
+        with self._wake:
+            idle = not self._enrolled
+            self._enrolled[id(source)] = source
+            if self._thread is None or not self._thread.is_alive():  # also after a fork
+                self._thread = threading.Thread(target=self._run, name="delta-ticker", daemon=True)
+                self._thread.start()
+            elif idle:
+                self._wake.notify()
+
+    def _run(self) -> None:
+        last = 0.0
+        while True:
+            with self._wake:
+                while not self._enrolled:
+                    self._wake.wait()
+                opened = time.monotonic()
+            # The first deltas of a quiet spell wait one window, so they coalesce; after a
+            # tick, the next comes one window after it: at most one round trip per window.
+            time.sleep(max(0.0, max(opened, last) + self.window_s - time.monotonic()))
+            with self._wake:
+                sources = list(self._enrolled.values())
+                self._enrolled.clear()
+            last = time.monotonic()
+            self.tick(sources)
+
+    def tick(self, sources: Iterable[DeltaSource]) -> None:
+        """Writes the deltas `sources` hold in one script call, and tells each how it went."""
+        taken = [(s, e) for s in sources if (e := s.take_for_tick()) is not None]
+        if not taken:
+            return
+        try:
+            replies = self._send(taken)
+        except Exception as exc:  # each leg raises it as its own write's failure would
+            for source, _ in taken:
+                source.tick_done(None, exc)
+            return
+        for (source, _), reply in zip(taken, replies, strict=True):
+            source.tick_done(
+                TickReply(fenced=reply == "fenced", cancel_requested=reply == "1"), None
+            )
+
+    def _send(self, taken: list[tuple[DeltaSource, DeltaEntry]]) -> list[str]:
+        keys: list[str] = []
+        for source, _ in taken:
+            cid = source.cid
+            keys += [self._keys.lease(cid), self._keys.conversation(cid), self._keys.events(cid)]
+        args = DeltaArgs(
+            maxlen=self._maxlen,
+            ttl_ms=self._ttl_ms,
+            channel=self._channel,
+            entries=[entry for _, entry in taken],
+        )
+        with storage_errors(f"writing the streamed deltas of {len(taken)} conversations"):
+            replies = _DELTAS(self.client, keys, [args.model_dump_json()])
+        self.round_trips += 1
+        return [str(reply) for reply in replies]

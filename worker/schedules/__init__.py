@@ -1,0 +1,3 @@
+"""Schedules: claiming due slots and running one fire."""
+
+__all__ = ["firer", "runs"]  # its modules
