@@ -11,6 +11,7 @@ import click
 
 from cli.agents import agent
 from cli.approvals import approvals
+from cli.archive import archive
 from cli.batch import batch
 from cli.batch_runs import compare, rerun, retry
 from cli.budgets import budget
@@ -55,6 +56,7 @@ def cli() -> None:
 
 COMMANDS = (
     agent,
+    archive,
     approvals,
     batch,
     beat,

@@ -202,6 +202,21 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(
         15.0, gt=0, description="How often the scheduler sweeps for stalled work."
     )
+    archive_dir: str = Field(
+        ".signoff/archive",
+        description="Where finished conversations past their retention are archived "
+        "(compressed JSONL, one file each; relative to the working directory). The scheduler "
+        "writes it and the web reads it: share it between them.",
+    )
+    archive_interval_s: float = Field(
+        300.0, gt=0, description="How often the scheduler archives conversations past retention."
+    )
+    audit_retention_days: float = Field(
+        0.0,
+        ge=0,
+        description="Days the audit log keeps a resolution; 0: keep every one (its own "
+        "retention, apart from the conversations').",
+    )
     schedule_poll_s: float = Field(
         1.0,
         gt=0,

@@ -4,7 +4,8 @@ Sending the sweep as a task would make expiry wait for a worker to take it; run 
 an overdue approval expires on time with no worker at all, and the `advance` the sweep
 sends for it waits in the queue until a worker comes. It also fires the operators'
 schedules, on a thread of its own (`worker/schedules/firer.py`), so a long sweep never
-delays a fire. With a broker apart from the state Redis it relays the outbox too
+delays a fire, and archives conversations past their retention on another
+(`worker/archiving.py`). With a broker apart from the state Redis it relays the outbox too
 (`worker/relay.py`), so a schedule's fire reaches the broker with no worker running.
 """
 
@@ -19,8 +20,10 @@ from typing import Any
 
 from celery.beat import ScheduleEntry, Scheduler
 
+from shared.archive.archiver import Archiver
 from shared.client.tasks import SWEEP
 from shared.errors import SignoffError
+from worker.archiving import ArchiveThread
 from worker.relay import RelayThread
 from worker.schedules.firer import ScheduleFirer
 from worker.schedules.runs import ScheduleRunner
@@ -37,6 +40,7 @@ class SweepingScheduler(Scheduler):
 
     firer: ScheduleFirer | None = None
     relay: RelayThread | None = None
+    archiver: ArchiveThread | None = None
 
     def setup_schedule(self) -> None:
         super().setup_schedule()
@@ -45,6 +49,8 @@ class SweepingScheduler(Scheduler):
             ScheduleRunner(runtime.stores, runtime.send_advance, runtime.queue_advance)
         )
         self.firer.start()
+        archiver = Archiver(runtime.client, runtime.keys, runtime.settings)
+        self.archiver = ArchiveThread(archiver, runtime.settings.archive_interval_s).start()
         make_relay = getattr(self.app, "signoff_relay", None)  # a broker apart (worker/relay.py)
         if make_relay is not None:
             self.relay = RelayThread(make_relay()).start()
@@ -54,6 +60,8 @@ class SweepingScheduler(Scheduler):
             self.firer.stop()
         if self.relay is not None:
             self.relay.stop()
+        if self.archiver is not None:
+            self.archiver.stop()
         super().close()
 
     def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:

@@ -294,6 +294,8 @@ class Writer:
             _FLUSH(pipe, keys, [args])
             for key, members in index_commands(self._keys, flush.notification):
                 pipe.zadd(key, members)
+            # where the archive finds the notification's hash (shared/archive/)
+            pipe.sadd(self._keys.notification_ids(self.cid), flush.notification.id)
             replies = pipe.execute(raise_on_error=False)
         for reply in replies:
             if isinstance(reply, Exception):

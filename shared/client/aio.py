@@ -127,7 +127,7 @@ class AsyncConversation:
         with storage_errors(f"submitting a prompt to conversation {self.conversation_id}"):
             async with self.client.redis.pipeline(transaction=False) as pipe:
                 turn_id = store.queue_submit(pipe, self.conversation_id, prompt, options=checked)
-                _, reply = await pipe.execute()
+                reply = (await pipe.execute())[-1]
         after = store.check_submit(self.conversation_id, reply)
         await asyncio.to_thread(self.client.tasks.advance, self.conversation_id)
         return turn_id, after

@@ -48,7 +48,7 @@ _EMIT_ARGS = ("maxlen", "ttl_ms", "channel", "channel_all")  # `_emit_args`, in 
 _SUBMIT = LuaScript(
     "shared.store",
     "conversation_submit.lua",
-    keys=["conversation", "inbox", "turn", "events"],
+    keys=["conversation", "inbox", "turn", "events", "turn_ids"],
     args=[
         "cid",
         "turn_id",
@@ -264,7 +264,7 @@ class ConversationStore:
             self.client.pipeline(transaction=False) as pipe,
         ):
             tid = self.queue_submit(pipe, cid, prompt, policy, options=options, advance=advance)
-            _, reply = pipe.execute()
+            reply = pipe.execute()[-1]
         return Submission(turn_id=tid, after_event_id=self.check_submit(cid, reply))
 
     def queue_submit(
@@ -291,6 +291,7 @@ class ConversationStore:
             "inbox": self.keys.inbox(cid),
             "turn": self.keys.turn(cid, tid),
             "events": self.keys.events(cid),
+            "turn_ids": self.keys.turn_ids(cid),
         }
         args = {
             "cid": cid,
@@ -318,6 +319,8 @@ class ConversationStore:
             raise Conflict(f"conversation {cid} exists and was created by someone else")
         if outcome == "closed":
             raise ConversationClosed(f"conversation {cid} is closed; its history stays readable")
+        if outcome == "archiving":
+            raise Conflict(f"conversation {cid} is being archived: it takes no more prompts")
         if outcome == "busy":
             raise Conflict(
                 f"conversation {cid} is busy with turn {reply[1] or '(queued)'} and its "

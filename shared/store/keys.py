@@ -107,6 +107,18 @@ class KeySpace:
         """STREAM of this conversation's events: the source of truth for replay."""
         return self._conv(cid, "events")
 
+    def turn_ids(self, cid: str) -> str:
+        """SET of the ids of every turn submitted to it, so its turn hashes can be found."""
+        return self._conv(cid, "turn_ids")
+
+    def notification_ids(self, cid: str) -> str:
+        """SET of the ids of every notification it filed, so they can be found."""
+        return self._conv(cid, "notification_ids")
+
+    def conversation_prefix(self, cid: str) -> str:
+        """What every key of one conversation starts with (its hash tag included)."""
+        return self._conv(cid, "")
+
     def live(self, cid: str) -> str:
         """Pub/sub channel of this conversation's live events."""
         return self._conv(cid, "live")
@@ -115,6 +127,15 @@ class KeySpace:
     def conversations(self) -> str:
         """ZSET of conversation ids by creation time."""
         return f"{self.prefix}:conversations"
+
+    def archived(self) -> str:
+        """ZSET of conversations archived out of Redis, by when (shared/archive/)."""
+        return f"{self.prefix}:archived"
+
+    def retention(self) -> str:
+        """HASH: rule (`global`, `agent:<name>`, `batch:<id>`, `label:<label>`) -> seconds a
+        finished conversation stays in Redis before it is archived."""
+        return f"{self.prefix}:retention"
 
     def failures(self) -> str:
         """ZSET of conversations by when a turn of theirs last failed (the newest kept)."""

@@ -4,6 +4,7 @@
 -- KEYS[2] inbox: LIST of its queued turns
 -- KEYS[3] turn: HASH, the new turn
 -- KEYS[4] events: STREAM, the conversation's events
+-- KEYS[5] turn_ids: SET, every turn id it took (where the archive finds their hashes)
 -- ARGV[1] cid: the conversation's id
 -- ARGV[2] turn_id: the new turn's id
 -- ARGV[3] prompt: JSON, its Content
@@ -19,8 +20,10 @@
 -- ARGV[13] queue: the turns queue's key, for an `advance` ('' for none)
 -- ARGV[14] advance: the `advance` message for it
 -- Returns {'ok', the last event id} | {'not_found'} | {'not_owner'} | {'closed'} |
--- {'busy', the active turn}.
+-- {'busy', the active turn} | {'archiving'}.
 if redis.call('EXISTS', conversation_key) == 0 then return {'not_found'} end
+-- the archiver took it (shared/archive/): its snapshot must stay the whole conversation
+if redis.call('HEXISTS', conversation_key, 'archiving') == 1 then return {'archiving'} end
 if owner ~= '' and redis.call('HGET', conversation_key, 'owner') ~= owner then
   return {'not_owner'}
 end
@@ -40,6 +43,7 @@ redis.call('HSET', turn_key, 'conversation_id', cid, 'turn_id', turn_id, 'prompt
 if options ~= '' then redis.call('HSET', turn_key, 'options', options) end
 if title ~= '' then redis.call('HSETNX', conversation_key, 'title', title) end
 redis.call('RPUSH', inbox_key, turn_id)
+redis.call('SADD', turn_ids_key, turn_id)
 redis.call('HSET', conversation_key, 'updated_at', now)
 if queue ~= '' then redis.call('LPUSH', queue, advance) end  -- its `advance`, if given
 local last = redis.call('XREVRANGE', events_key, '+', '-', 'COUNT', 1)
