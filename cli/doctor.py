@@ -19,6 +19,7 @@ import click
 import redis
 from kombu.exceptions import KombuError
 
+from shared.archive.archiver import Archiver
 from shared.client.broker import BrokerKind, broker_kind, described, redacted_url
 from shared.client.tasks import TaskSender
 from shared.errors import SettingsError, SignoffError
@@ -123,6 +124,58 @@ _FSYNC_LOSS = {
     "everysec": "the last second of writes",
     "no": "the writes the OS had not flushed yet (typically up to 30 s)",
 }
+
+
+MEMORY_SAMPLE = 20  # the newest conversations whose keys `check_memory` measures
+DAY_S = 86_400.0
+
+
+def check_memory(client: redis.Redis, settings: Settings, info: dict[str, Any]) -> Check:
+    """Memory per conversation (the newest ones measured) and, at the last day's rate of new
+    conversations less archived ones, when Redis fills."""
+    archiver = Archiver(client, KeySpace(settings.key_prefix), settings)
+    keys, now = archiver.keys, time.time()
+    try:
+        total = int(client.zcard(keys.conversations()))
+        newest = [str(c) for c in client.zrevrange(keys.conversations(), 0, MEMORY_SAMPLE - 1)]
+        sizes = [_conversation_bytes(client, archiver.key_names(cid)) for cid in newest]
+        created = int(client.zcount(keys.conversations(), now - DAY_S, now))
+        archived = int(client.zcount(keys.archived(), now - DAY_S, now))
+    except (redis.RedisError, SignoffError) as exc:
+        return Check("memory", Level.WARN, f"could not be measured: {exc}")
+    used = int(info.get("used_memory", 0))
+    limit = int(info.get("maxmemory", 0)) or int(info.get("total_system_memory", 0))
+    limit_name = "maxmemory" if int(info.get("maxmemory", 0)) else "the host's memory"
+    if not sizes:
+        return Check(
+            "memory",
+            Level.OK,
+            f"{_mb(used)} used of {_mb(limit)} ({limit_name}); no conversations yet",
+        )
+    each = sum(sizes) / len(sizes)
+    growth = (created - archived) * each
+    head = (
+        f"{total} conversations, {each / 1024:.1f} KB each (the newest {len(sizes)}); "
+        f"{_mb(used)} used of {_mb(limit)} ({limit_name}); last day: +{created} new, "
+        f"-{archived} archived"
+    )
+    if growth <= 0 or not limit:
+        return Check("memory", Level.OK, f"{head}; not growing")
+    days = max(limit - used, 0) / growth
+    level = Level.WARN if days < 7 else Level.OK
+    advice = "; set a retention (signoff archive retention set)" if level is Level.WARN else ""
+    return Check("memory", level, f"{head}; full in about {days:.1f} days at this rate{advice}")
+
+
+def _conversation_bytes(client: redis.Redis, names: list[str]) -> int:
+    with client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.memory_usage(name)
+        return sum(int(size or 0) for size in pipe.execute())
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:.1f} MB"
 
 
 def check_password(client: redis.Redis, settings: Settings) -> Check:
@@ -293,6 +346,7 @@ def run_checks(settings: Settings) -> list[Check]:
             reachable,
             check_eviction(client, info),
             check_aof(client, info),
+            check_memory(client, settings, info),
             check_password(client, settings),
             broker,
             check_workers(settings)

@@ -31,6 +31,7 @@ from shared.archive.snapshot import (
     to_json,
     write_file,
 )
+from shared.archive.view import ArchivedConversation
 from shared.errors import Conflict, CorruptRecord, NotFound
 from shared.models.config import ConversationConfig
 from shared.settings import Settings
@@ -163,7 +164,7 @@ class Archiver:
         write_file(archive_path(self.root, cid), header, dumps)
         return self._remove(cid, token, dumps)
 
-    def _key_names(self, cid: str) -> list[str]:
+    def key_names(self, cid: str) -> list[str]:
         prefix = self.keys.conversation_prefix(cid)
         history = self.keys.history(cid)
         fixed = [prefix + name for name in _FIXED]
@@ -184,7 +185,7 @@ class Archiver:
         """Every key of the conversation, read in one transaction (one consistent view)."""
         prefix = self.keys.conversation_prefix(cid)
         with storage_errors(f"reading conversation {cid} for the archive"):
-            present = dump_keys(self.client, self._key_names(cid))
+            present = dump_keys(self.client, self.key_names(cid))
             with self.client.pipeline(transaction=True) as pipe:
                 for key, kind in present:
                     queue_read(pipe, key, kind)
@@ -251,6 +252,12 @@ class Archiver:
 
     def read(self, cid: str) -> tuple[dict[str, Any], list[KeyDump]]:
         return read_file(self.path(cid))
+
+    def view(self, cid: str) -> ArchivedConversation:
+        """An archived conversation as the read-only page shows it; NotFound if not archived."""
+        if not self.is_archived(cid):
+            raise NotFound(f"conversation {cid} is not archived")
+        return ArchivedConversation.from_file(*self.read(cid))
 
     def export_lines(self, cid: str) -> Iterator[str]:
         """The archive file's JSON lines (an archived conversation)."""

@@ -110,6 +110,16 @@ def read_file(path: Path) -> tuple[dict[str, Any], list[KeyDump]]:
     return records[0], records[1:]
 
 
+def archived_hash(root: Path, cid: str, name: str) -> dict[str, str] | None:
+    """One hash of an archived conversation (`turn:<id>`...), or None when it has no file."""
+    path = archive_path(root, cid)
+    if not path.is_file():
+        return None
+    _, dumps = read_file(path)
+    found = next((d["value"] for d in dumps if d["name"] == name and d["type"] == "hash"), None)
+    return found if isinstance(found, dict) else None
+
+
 def raw_lines(path: Path) -> Iterator[str]:
     """The file's lines as written (for an export)."""
     with gzip.open(path, "rt", encoding="utf-8") as lines:

@@ -15,10 +15,12 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from shared.archive.snapshot import archived_hash
 from shared.batches.lines import (
     ITEM_FIELDS,
     BatchLine,
@@ -595,9 +597,41 @@ class BatchStore(AdvancingStore):
                 else:
                     pipe.echo("")  # keeps the replies in pairs
             replies = pipe.execute()
-        for item, state, turn in zip(items, replies[0::2], replies[1::2], strict=True):
+        archived = self._archived_turns(items, replies[1::2])
+        for n, (item, state, turn) in enumerate(
+            zip(items, replies[0::2], replies[1::2], strict=True)
+        ):
             found = zip(TURN_FIELDS, turn, strict=True) if isinstance(turn, list) else ()
-            yield item_result(item, state, {name: value for name, value in found if value})
+            fields = archived.get(n) or {name: value for name, value in found if value}
+            yield item_result(item, state, fields)
+
+    def _archived_turns(
+        self, items: list[dict[str, Any]], turns: list[Any]
+    ) -> dict[int, dict[str, str]]:
+        """The turns of items whose conversation was archived (shared/archive/), from its file."""
+        gone = [
+            n
+            for n, (item, turn) in enumerate(zip(items, turns, strict=True))
+            if item["turn_id"] and isinstance(turn, list) and not any(turn)
+        ]
+        if not gone:
+            return {}
+        with (
+            storage_errors("reading the archive index"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for n in gone:
+                pipe.zscore(self.keys.archived(), items[n]["conversation_id"])
+            archived = pipe.execute()
+        root, found = Path(self.settings.archive_dir), {}
+        for n, score in zip(gone, archived, strict=True):
+            if score is None:
+                continue
+            item = items[n]
+            turn = archived_hash(root, item["conversation_id"], f"turn:{item['turn_id']}")
+            if turn:
+                found[n] = {name: turn[name] for name in TURN_FIELDS if turn.get(name)}
+        return found
 
 
 def _first_line(exc: Exception) -> str:

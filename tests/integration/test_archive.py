@@ -16,7 +16,7 @@ from shared.archive.snapshot import archive_path
 from shared.client import Client, Conversation
 from shared.errors import Conflict, NotFound
 from shared.models.notifications import Allow
-from tests.stack import parked
+from tests.stack import parked, run_cli
 
 CALC = 'call calculator {"expression": "6*7"}'
 
@@ -164,3 +164,26 @@ def test_retention_refuses_bad_input(cli_run: CliRunner) -> None:
     assert missing.exit_code == 2 and "no retention rule" in missing.output
     absent = cli_run.invoke(cli, ["archive", "restore", "no-such-conversation"])
     assert absent.exit_code == 1 and "not archived" in absent.output
+
+
+def test_a_batch_keeps_its_results_once_its_conversations_are_archived(
+    tmp_path: Path, stack_env: dict[str, str], archive_dir: Path, client: Client
+) -> None:
+    source = tmp_path / "items.jsonl"
+    lines = [{"id": "a", "prompt": "first item"}, {"id": "b", "prompt": "please #fail"}]
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    env = {**stack_env, "SIGNOFF_ARCHIVE_DIR": str(archive_dir)}
+    run_cli(env, "batch", "run", str(source), "--out", str(tmp_path / "out.jsonl"))
+    bid = (tmp_path / "out.jsonl.batch").read_text().strip()
+    before = run_cli(env, "batch", "results", bid).stdout
+    assert "first item" in before
+
+    set_rule = run_cli(env, "archive", "retention", "set", "0", "--batch", bid)
+    assert set_rule.returncode == 0, set_rule.stderr
+    ran = run_cli(env, "archive", "run")
+    assert ran.stdout.startswith("2 archived"), ran.stdout + ran.stderr
+    items = [json.loads(line) for line in before.splitlines()]
+    for item in items:
+        assert _keys_of(client, item["conversation_id"]) == []
+    after = run_cli(env, "batch", "results", bid).stdout
+    assert [json.loads(line) for line in after.splitlines()] == items  # nothing lost

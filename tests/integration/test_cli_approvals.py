@@ -382,6 +382,7 @@ def test_doctor_on_the_test_redis(stack_env: dict[str, str], client: Client) -> 
         "redis": "ok",
         "maxmemory-policy": "ok",
         "aof": "warn",
+        "memory": "ok",
         "password": "warn",
         "broker": "ok",
         "workers": "ok",

@@ -121,6 +121,7 @@ def test_openapi_lists_every_route(app: Flask, http: FlaskClient, viewer: dict[s
                 "/secret",
                 "/claim",
                 "/release",
+                "/restore",
             )
             if method == "POST" and not path.endswith(bodiless):
                 assert "requestBody" in operation, path

@@ -6,6 +6,7 @@ from flask import Blueprint
 
 from webui.api import (
     agents,
+    archive,
     audit,
     batches,
     budgets,
@@ -48,6 +49,7 @@ def blueprint() -> Blueprint:
         batches,
         comparisons,
         audit,
+        archive,
         policy,
         mcp,
         agents,

@@ -1,4 +1,5 @@
-"""The conversations list and the live view of one conversation (abort, close, prompt, fork)."""
+"""The conversations list and the live view of one conversation (abort, close, prompt, fork);
+an archived one's read-only page (restore)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from shared.client import Conversation
-from shared.errors import Forbidden, SignoffError
+from shared.errors import Forbidden, NotFound, SignoffError
 from shared.gate import check_conversation_owner
 from shared.models.users import Role
 from shared.store.batches import batch_owner
 from shared.store.conversations import ConversationRecord
 from shared.store.policy import policy_table
+from webui.api.archive import archiver
 from webui.auth import current_principal, requires
 from webui.listing import ListedStatus, list_conversations
 from webui.queries import ConversationsPageQuery, HistoryPageQuery
@@ -46,7 +48,16 @@ def index() -> ResponseReturnValue:
 @requires(Role.VIEWER)
 def view(cid: str) -> ResponseReturnValue:
     svc = services()
-    record = svc.store.get(cid)
+    try:
+        record = svc.store.get(cid)
+    except NotFound:
+        if not archiver().is_archived(cid):
+            raise
+        return render_template(
+            "archived_conversation.html",
+            archived=archiver().view(cid),
+            can_restore=current_principal().role.allows(Role.OPERATOR),
+        )
     # The last event id is read before the history: the page's stream replays from it,
     # so nothing written in between is missed (steps seen twice are skipped by index).
     last_event_id = svc.events.last_id(cid)
@@ -135,10 +146,28 @@ def fork(cid: str) -> ResponseReturnValue:
     return redirect(url_for(".view", cid=cid))
 
 
+@requires(Role.OPERATOR)
+def restore(cid: str) -> ResponseReturnValue:
+    """Brings an archived conversation back into Redis; its page is live again."""
+    try:
+        archiver().restore(cid)
+        flash("Restored from the archive: the conversation is back in Redis.", "info")
+    except SignoffError as exc:
+        flash(exc.message, "error")
+    return redirect(url_for(".view", cid=cid))
+
+
 def blueprint() -> Blueprint:
     bp = Blueprint("conversations", __name__)
     bp.add_url_rule("/conversations", view_func=index)
     bp.add_url_rule("/conversations/<id:cid>", view_func=view)
-    for name, func in (("abort", abort), ("close", close), ("prompts", prompt), ("fork", fork)):
+    actions = (
+        ("abort", abort),
+        ("close", close),
+        ("prompts", prompt),
+        ("fork", fork),
+        ("restore", restore),
+    )
+    for name, func in actions:
         bp.add_url_rule(f"/conversations/<id:cid>/{name}", view_func=func, methods=["POST"])
     return bp
