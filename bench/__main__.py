@@ -22,6 +22,8 @@ BENCHMARKS = [
     "routes",
     "latency",
     "metrics",
+    "capacity",
+    "failover",
 ]
 
 

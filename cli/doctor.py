@@ -65,6 +65,12 @@ def check_redis(client: redis.Redis, settings: Settings) -> tuple[Check, dict[st
     """Reachable, and version 7 or later; returns INFO for the checks that read it."""
     where = redacted(settings.redis_url)
     try:
+        if settings.redis_sentinels:
+            host, port = client.connection_pool.get_master_address()  # type: ignore[attr-defined]
+            where = (
+                f"{host}:{port}, the primary of {settings.redis_sentinel_master!r} "
+                f"(Sentinels {settings.redis_sentinels})"
+            )
         info: dict[str, Any] = client.info()
     except redis.AuthenticationError as exc:
         return Check("redis", Level.FAIL, f"{where} refused the password: {exc}"), {}

@@ -34,6 +34,7 @@ __all__ = [
     "SmtpSecurity",
     "WorkerPool",
     "load_settings",
+    "sentinel_addresses",
     "settings_table",
 ]
 
@@ -101,6 +102,32 @@ class Settings(BaseSettings):
         "persistent messages, native delayed delivery); a redis:// URL, on a Redis of their own. "
         "A broker apart from the state Redis receives the tasks that state writes ask for "
         "through an outbox in the state Redis, relayed by the workers and `signoff beat`.",
+    )
+    redis_sentinels: str = Field(
+        "",
+        description="Sentinels (host:port, comma-separated) that say which Redis is the "
+        "primary: set, every process follows a failover; SIGNOFF_REDIS_URL then gives only the "
+        "password and database. Empty: SIGNOFF_REDIS_URL is the Redis.",
+    )
+    redis_sentinel_master: str = Field(
+        "signoff", description="The name the Sentinels monitor the primary under."
+    )
+    redis_sentinel_password: SecretStr = Field(
+        SecretStr(""), description="The Sentinels' own password, if they require one."
+    )
+    redis_wait_replicas: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description="Replicas that must have a resolution, a prompt's acceptance and a tool "
+        "call's claim before they are answered or acted on (Redis WAIT): with 1, a failover "
+        "to an up-to-date replica loses none of them. 0: answered once the primary has them.",
+    )
+    redis_wait_timeout_ms: int = Field(
+        1000,
+        gt=0,
+        description="How long such a write waits for its replicas; past it, the write fails "
+        "with StorageError (it is on the primary, not known to be replicated).",
     )
     key_prefix: str = Field("signoff", description="Prefix of every Redis key Signoff writes.")
     redis_timeout_s: float = Field(5.0, gt=0, description="Socket timeout for Redis commands.")
@@ -567,6 +594,12 @@ class Settings(BaseSettings):
             raise ValueError("must be non-empty without braces, colons or whitespace")
         return value
 
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinel_addresses(cls, value: str) -> str:
+        sentinel_addresses(value)  # raises ValueError naming a malformed one
+        return value
+
     @field_validator("broker_url")
     @classmethod
     def _known_broker(cls, value: str) -> str:
@@ -662,3 +695,16 @@ def settings_table() -> str:
             default = "(none)"
         rows.append(f"| `{ENV_PREFIX}{name.upper()}` | `{default}` | {field.description or ''} |")
     return "\n".join(rows)
+
+
+def sentinel_addresses(value: str) -> list[tuple[str, int]]:
+    """`host:port, host:port` as pairs; a malformed entry raises ValueError naming it."""
+    found = []
+    for entry in (part.strip() for part in value.split(",")):
+        if not entry:
+            continue
+        host, _, port = entry.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65_536:
+            raise ValueError(f"{entry!r} is not host:port")
+        found.append((host.strip("[]"), int(port)))
+    return found

@@ -114,6 +114,45 @@ class WorkerProcess:
         self.process = None
 
 
+class BeatProcess:
+    """`python -m worker beat` (what `signoff beat` runs) as a child, with its log in a file."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = {**os.environ, **env}
+        self.log_path = Path(tempfile.mkstemp(prefix="signoff-beat-", suffix=".log")[1])
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 30.0) -> BeatProcess:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "worker", "beat"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout_s
+        while "beat: Starting..." not in self.log():
+            assert self.process.poll() is None, f"beat exited at start:\n{self.log()}"
+            assert time.monotonic() < deadline, f"beat not started in {timeout_s}s:\n{self.log()}"
+            time.sleep(0.05)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
 def effect_prompt(note: str) -> str:
     """A prompt on which the demo model calls `record_effect` (tests/effect_tools.py)."""
     return f'call record_effect {{"note": "{note}"}}'

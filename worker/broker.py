@@ -93,6 +93,22 @@ class _Channel(redis_transport.Channel):
         return client
 
 
+class _SentinelChannel(redis_transport.SentinelChannel):
+    """`_Channel`'s acknowledgements and client for a state Redis behind Sentinels; its pool
+    is kombu's Sentinel-managed one (it finds the primary again after a failover)."""
+
+    QoS = _QoS
+    _sync_client: Any = None
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        if asynchronous:
+            return super()._create_client(asynchronous=True)
+        client = self._sync_client
+        if client is None or client.connection_pool is not self.pool:
+            client = self._sync_client = super()._create_client()
+        return client
+
+
 class _Poller(redis_transport.MultiChannelPoller):
     """Without an event loop (the gevent pool), a consumer with every slot busy stops
     fetching and polls only the remote-control socket, for 2 s at a time: a slot freed
@@ -119,12 +135,25 @@ class _Transport(redis_transport.Transport):
         return super().drain_events(connection, timeout=timeout)
 
 
+class _SentinelTransport(redis_transport.SentinelTransport):
+    """`_Transport` for `sentinel://` (what a state Redis behind Sentinels resolves to)."""
+
+    Channel = _SentinelChannel
+
+    def drain_events(self, connection: Any, timeout: Any = None) -> Any:  # type: ignore[override]
+        if timeout is not None and timeout > IDLE_POLL_S:
+            timeout = IDLE_POLL_S
+        return super().drain_events(connection, timeout=timeout)
+
+
 def install(*, pool_wait_s: float) -> None:
-    """Makes the Redis transport of this process use `_Channel` (idempotent)."""
+    """Makes the Redis transports of this process use `_Channel` and `_SentinelChannel`
+    (idempotent)."""
     _Channel.pool_wait_s = pool_wait_s
     redis_transport.Transport.Channel = _Channel
     if not issubclass(redis_transport.Transport, _Transport):  # what "redis://" resolves to
         redis_transport.Transport = _Transport  # type: ignore[misc]
+    redis_transport.SentinelTransport = _SentinelTransport  # type: ignore[misc]  # "sentinel://"
     redis_transport.MultiChannelPoller = _Poller  # type: ignore[misc]  # a new Transport builds its cycle from it
     for name in ("celery.worker.strategy", "celery.app.trace"):
         logging.getLogger(name).setLevel(logging.WARNING)

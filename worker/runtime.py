@@ -23,7 +23,7 @@ from shared.models.events import ConversationStatus
 from shared.models.notifications import Notification, NotificationStatus
 from shared.settings import Settings
 from shared.store.bundle import Stores
-from shared.store.connection import storage_errors
+from shared.store.connection import ReplicaWait, storage_errors
 from shared.store.emit import EMIT_LUA
 from shared.store.lua import LuaScript
 from shared.store.policy import ToolInfo
@@ -248,7 +248,7 @@ class Runtime:
             lease=lease,
             writer=writer,
             history=self.stores.history(cid, max_history_size=limit),
-            tool_calls=ToolLedger(self.client, self.keys, cid),
+            tool_calls=ToolLedger(self.client, self.keys, cid, ReplicaWait.of(self.settings)),
             notifications=self.notifications,
             batches=self.batches,
             checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, str(tid)),

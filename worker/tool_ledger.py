@@ -18,7 +18,7 @@ import redis
 
 from shared.errors import CorruptRecord
 from shared.models.steps import ToolCall
-from shared.store.connection import storage_errors
+from shared.store.connection import ReplicaWait, storage_errors
 from shared.store.keys import KeySpace
 from worker.tools import ToolOutcome
 
@@ -38,15 +38,35 @@ def outcome_record(outcome: ToolOutcome) -> str:
 class ToolLedger:
     """The tool results hash of one conversation."""
 
-    def __init__(self, client: redis.Redis, keys: KeySpace, cid: str) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: KeySpace, cid: str, wait: ReplicaWait | None = None
+    ) -> None:
         self.client = client
         self.cid = cid
         self._key = keys.tool_results(cid)
+        self._wait = wait  # replicas that must have a claim before its tool runs
 
     def claim(self, call_id: str) -> bool:
-        """Marks the call started; False when an earlier leg claimed it already."""
-        with storage_errors(f"claiming tool call {call_id} of conversation {self.cid}"):
-            return bool(self.client.hsetnx(self._key, call_id, _STARTED))
+        """Marks the call started; False when an earlier leg claimed it already. With a
+        replica wait, the claim is on the replicas before the tool runs: a failover cannot
+        forget it and run the tool again."""
+        what = f"claiming tool call {call_id} of conversation {self.cid}"
+        with storage_errors(what):
+            if self._wait is None:
+                return bool(self.client.hsetnx(self._key, call_id, _STARTED))
+            # one connection for the claim and its WAITs: WAIT counts its connection's writes
+            pinned = redis.Redis(
+                connection_pool=self.client.connection_pool, single_connection_client=True
+            )
+            try:
+                claimed = pinned.hsetnx(self._key, call_id, _STARTED)
+                acknowledged = self._wait.patiently(pinned)
+            finally:
+                pinned.close()
+        # a claim short of its replicas fails the leg before the tool runs; a failover may
+        # keep it, and the call then reads as stopped with its effect unknown (never run twice)
+        self._wait.check(acknowledged, what)
+        return bool(claimed)
 
     def hold_for_input(self, call_id: str, state: str) -> None:
         """The claimed call stopped to ask a person (InputNeeded): it may run again, once."""

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from kombu import Exchange, Queue
 
-from shared.settings import Settings
+from shared.settings import Settings, sentinel_addresses
 
 __all__ = [
     "BrokerKind",
@@ -45,7 +45,17 @@ class BrokerKind(str, Enum):
 
 
 def broker_url(settings: Settings) -> str:
-    return settings.broker_url or settings.redis_url
+    """The broker's URL; the state Redis behind Sentinels is kombu's `sentinel://` URL."""
+    if settings.broker_url or not settings.redis_sentinels:
+        return settings.broker_url or settings.redis_url
+    parsed = urlsplit(settings.redis_url)
+    auth = parsed.netloc.rpartition("@")[0]
+    where = f"{auth}@" if auth else ""
+    database = parsed.path if parsed.path not in ("", "/") else "/0"
+    return ";".join(
+        f"sentinel://{where}{host}:{port}{database}"
+        for host, port in sentinel_addresses(settings.redis_sentinels)
+    )
 
 
 def broker_kind(settings: Settings) -> BrokerKind:
@@ -67,10 +77,14 @@ def broker_config(settings: Settings, queues: list[str]) -> dict[str, Any]:
     as quorum queues on topic exchanges."""
     url = broker_url(settings)
     if broker_kind(settings) is not BrokerKind.RABBITMQ:
-        transport = {
+        transport: dict[str, Any] = {
             "visibility_timeout": settings.visibility_timeout_s,
             "global_keyprefix": f"{settings.key_prefix}:celery:",
         }
+        if url.startswith("sentinel://"):
+            transport["master_name"] = settings.redis_sentinel_master
+            password = settings.redis_sentinel_password.get_secret_value()
+            transport["sentinel_kwargs"] = {"password": password} if password else {}
         return {
             "broker_url": url,
             "broker_transport_options": transport,

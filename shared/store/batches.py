@@ -39,7 +39,7 @@ from shared.models.owners import InternalOwner, internal_owner
 from shared.models.steps import USAGE_FIELDS, UsageMetadata
 from shared.store.base import AdvancingStore
 from shared.store.batch_scripts import ADMIT, CREATE, REGISTER, TRANSITION
-from shared.store.connection import storage_errors
+from shared.store.connection import ReplicaWait, storage_errors
 from shared.store.conversations import ConversationStore, OnCorrupt, allow_field, new_id
 from shared.store.keys import check_id
 from shared.store.webhooks import emit_webhook_event
@@ -273,7 +273,12 @@ class BatchStore(AdvancingStore):
             self.client.pipeline(transaction=False) as pipe,
         ):
             placed = [self._queue_item(pipe, bid, config, line, queued, written) for line in fresh]
+            wait = ReplicaWait.of(self.settings)
+            if wait is not None:
+                wait.queue(pipe)
             replies = pipe.execute()
+        if wait is not None:
+            wait.check(replies.pop(), f"submitting items of batch {bid}")
         report.submitted += written.submitted
         report.skipped += written.skipped
         report.invalid += written.invalid

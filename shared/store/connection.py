@@ -16,9 +16,11 @@ from typing import Any, Literal
 
 import redis
 import redis.asyncio
+import redis.asyncio.sentinel
+import redis.sentinel
 
 from shared.errors import StorageError
-from shared.settings import ENV_PREFIX, Settings
+from shared.settings import ENV_PREFIX, Settings, sentinel_addresses
 from shared.store.fair_queue import FairLifoQueue
 from shared.store.lend_check import parser_options
 
@@ -28,6 +30,7 @@ __all__ = [
     "WORKER_POOL",
     "PoolBound",
     "PoolExhausted",
+    "ReplicaWait",
     "connect",
     "connect_async",
     "storage_errors",
@@ -102,8 +105,18 @@ class _AsyncWaitingPool(redis.asyncio.BlockingConnectionPool):
             raise PoolExhausted(self.exhausted) from exc
 
 
+class _SentinelPool(redis.sentinel.SentinelConnectionPool, _WaitingPool):
+    """`_WaitingPool` whose connections go to the primary the Sentinels name, found again
+    after a failover (a connection to the old primary is dropped when it comes back)."""
+
+
+class _AsyncSentinelPool(redis.asyncio.sentinel.SentinelConnectionPool, _AsyncWaitingPool):
+    """`_SentinelPool` for redis.asyncio."""
+
+
 def connect(settings: Settings, *, pool: PoolBound | None = None, **options: Any) -> redis.Redis:
-    """A client with decoded responses and the configured timeouts; `pool` bounds its pool."""
+    """A client with decoded responses and the configured timeouts; `pool` bounds its pool.
+    With `SIGNOFF_REDIS_SENTINELS`, its connections follow the Sentinels' primary."""
     options = {
         "decode_responses": True,
         "socket_timeout": options.pop("socket_timeout", settings.redis_timeout_s),
@@ -112,12 +125,43 @@ def connect(settings: Settings, *, pool: PoolBound | None = None, **options: Any
         **parser_options(),
         **options,
     }
+    if settings.redis_sentinels:
+        manager = redis.sentinel.Sentinel(
+            sentinel_addresses(settings.redis_sentinels), sentinel_kwargs=_sentinel_kwargs(settings)
+        )
+        # no bound: redis-py's own Sentinel pool, as `from_url` gives its own plain one
+        waiting: dict[str, Any] = {
+            "connection_pool_class": _SentinelPool,
+            "queue_class": FairLifoQueue,
+        }
+        client: redis.Redis = manager.master_for(
+            settings.redis_sentinel_master,
+            **({**waiting, **_bounds(settings, pool)} if pool else {}),
+            **_url_options(settings),
+            **options,
+        )
+        return client
     if pool is None:
         return redis.Redis.from_url(settings.redis_url, **options)
     bounded = _WaitingPool.from_url(
         settings.redis_url, queue_class=FairLifoQueue, **_bounds(settings, pool), **options
     )
     return redis.Redis.from_pool(bounded)
+
+
+def _sentinel_kwargs(settings: Settings) -> dict[str, Any]:
+    password = settings.redis_sentinel_password.get_secret_value()
+    return {
+        "socket_timeout": settings.redis_timeout_s,
+        "socket_connect_timeout": settings.redis_timeout_s,
+        **({"password": password} if password else {}),
+    }
+
+
+def _url_options(settings: Settings) -> dict[str, Any]:
+    """What SIGNOFF_REDIS_URL says besides where: the password, user and database."""
+    parsed = redis.connection.parse_url(settings.redis_url)
+    return {k: v for k, v in parsed.items() if k in ("username", "password", "db") and v}
 
 
 def connect_async(
@@ -129,6 +173,18 @@ def connect_async(
         "socket_connect_timeout": settings.redis_timeout_s,
         **options,
     }
+    if settings.redis_sentinels:
+        manager = redis.asyncio.sentinel.Sentinel(
+            sentinel_addresses(settings.redis_sentinels), sentinel_kwargs=_sentinel_kwargs(settings)
+        )
+        sentinel_pool: dict[str, Any] = {"connection_pool_class": _AsyncSentinelPool}
+        client: redis.asyncio.Redis = manager.master_for(
+            settings.redis_sentinel_master,
+            **({**sentinel_pool, **_bounds(settings, pool)} if pool else {}),
+            **_url_options(settings),
+            **options,
+        )
+        return client
     if pool is None:
         return redis.asyncio.Redis.from_url(settings.redis_url, **options)
     bounded = _AsyncWaitingPool.from_url(settings.redis_url, **_bounds(settings, pool), **options)
@@ -141,6 +197,47 @@ def _bounds(settings: Settings, pool: PoolBound) -> dict[str, Any]:
         "timeout": settings.redis_pool_wait_s,
         "exhausted": pool.exhausted(settings),
     }
+
+
+PATIENCE_WAITS = 10  # WAITs a tool call's claim makes before its leg gives up
+
+
+@dataclass(frozen=True)
+class ReplicaWait:
+    """Redis WAIT after a write that must outlive a failover (`SIGNOFF_REDIS_WAIT_REPLICAS`):
+    queued on the write's own pipeline, since WAIT counts the writes of its connection."""
+
+    replicas: int
+    timeout_ms: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ReplicaWait | None:
+        if settings.redis_wait_replicas <= 0:
+            return None
+        return cls(settings.redis_wait_replicas, settings.redis_wait_timeout_ms)
+
+    def queue(self, pipe: Any) -> None:
+        pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+
+    def patiently(self, client: redis.Redis) -> int:
+        """WAIT again on `client`'s one connection until the replicas have its writes or
+        `PATIENCE_WAITS` timeouts passed (a replica re-attaching after a failover takes
+        seconds): the replicas that confirmed them."""
+        acknowledged = 0
+        for _ in range(PATIENCE_WAITS):
+            acknowledged = int(client.execute_command("WAIT", self.replicas, self.timeout_ms))
+            if acknowledged >= self.replicas:
+                break
+        return acknowledged
+
+    def check(self, acknowledged: Any, what: str) -> None:
+        """Raises StorageError when fewer replicas than asked confirmed the write."""
+        if int(acknowledged) < self.replicas:
+            raise StorageError(
+                f"{what}: written on the primary, but {int(acknowledged)} of "
+                f"{self.replicas} replicas confirmed it within {self.timeout_ms} ms "
+                f"({ENV_PREFIX}REDIS_WAIT_REPLICAS); a failover now could lose it"
+            )
 
 
 @contextmanager

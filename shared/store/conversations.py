@@ -22,7 +22,7 @@ from shared.models.config import ConversationConfig, PromptOptions
 from shared.models.content import Content
 from shared.models.events import ChatResponse, ConversationStatus, StatusEvent, TurnStatus
 from shared.settings import DoubleTextPolicy, Settings
-from shared.store.connection import storage_errors
+from shared.store.connection import ReplicaWait, storage_errors
 from shared.store.emit import EMIT_LUA, encode_event
 from shared.store.keys import KeySpace, check_id
 from shared.store.lua import LuaScript, lua_source
@@ -264,8 +264,16 @@ class ConversationStore:
             self.client.pipeline(transaction=False) as pipe,
         ):
             tid = self.queue_submit(pipe, cid, prompt, policy, options=options, advance=advance)
-            reply = pipe.execute()[-1]
-        return Submission(turn_id=tid, after_event_id=self.check_submit(cid, reply))
+            wait = ReplicaWait.of(self.settings)
+            if wait is not None:
+                wait.queue(pipe)
+            replies = pipe.execute()
+        submission = Submission(
+            turn_id=tid, after_event_id=self.check_submit(cid, replies[-2 if wait else -1])
+        )
+        if wait is not None:
+            wait.check(replies[-1], f"prompt {tid} to conversation {cid}")
+        return submission
 
     def queue_submit(
         self,

@@ -42,7 +42,7 @@ from shared.models.notifications import (
 from shared.models.pending import PendingFilter
 from shared.schema import schema_violations
 from shared.store.base import AdvancingStore
-from shared.store.connection import storage_errors
+from shared.store.connection import ReplicaWait, storage_errors
 from shared.store.conversations import ConversationStore, allow_field
 from shared.store.emit import EMIT_LUA
 from shared.store.inbox_index import (
@@ -517,7 +517,7 @@ class NotificationStore(AdvancingStore):
             argument["quorum"] = quorum
             argument["approver"] = approver or actor
             argument["pin"] = _pin(note, decision)
-            reply = _RESOLVE(self.client, keys, [json.dumps(argument)])
+            reply = self._resolve_script(keys, json.dumps(argument), note.id)
         send = advance and queued is None
         if reply[0] == "early":
             return False
@@ -532,6 +532,18 @@ class NotificationStore(AdvancingStore):
             raise _conflict(note, reply)
         self._settled(note, status, decision, actor, now, send, audit_scope)
         return True
+
+    def _resolve_script(self, keys: list[str], argument: str, nid: str) -> Any:
+        """The settlement script, followed by WAIT for replicas when the operator asks."""
+        wait = ReplicaWait.of(self.settings)
+        if wait is None:
+            return _RESOLVE(self.client, keys, [argument])
+        with self.client.pipeline(transaction=False) as pipe:
+            _RESOLVE(pipe, keys, [argument])
+            wait.queue(pipe)
+            reply, acknowledged = pipe.execute()
+        wait.check(acknowledged, f"settling notification {nid}")
+        return reply
 
     def _settled(
         self,

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +15,7 @@ from shared.errors import Conflict
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Allow, Deny, NotificationStatus
 from shared.settings import Settings
-from tests.stack import ROOT, WorkerProcess, effect_prompt, parked
+from tests.stack import BeatProcess, WorkerProcess, effect_prompt, parked
 
 SWEEP_INTERVAL_S = 0.5
 
@@ -77,45 +72,6 @@ def test_an_expiry_before_the_deadline_changes_nothing(client: Client) -> None:
     assert client.notifications.get(note.id).status is NotificationStatus.PENDING
     client.resolve_notification(note.id, Allow(), actor="ops")
     conversation.wait_for_turn(turn, timeout=30)
-
-
-class BeatProcess:
-    """`python -m worker beat` (what `signoff beat` runs) as a child, with its log in a file."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = {**os.environ, **env}
-        self.log_path = Path(tempfile.mkstemp(prefix="signoff-beat-", suffix=".log")[1])
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout_s: float = 30.0) -> BeatProcess:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "worker", "beat"],
-                cwd=ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout_s
-        while "beat: Starting..." not in self.log():
-            assert self.process.poll() is None, f"beat exited at start:\n{self.log()}"
-            assert time.monotonic() < deadline, f"beat not started in {timeout_s}s:\n{self.log()}"
-            time.sleep(0.05)
-        return self
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.process = None
 
 
 @pytest.fixture
