@@ -57,6 +57,18 @@ def freeze(pid: int) -> None:
     raise AssertionError(f"process {pid} did not stop")
 
 
+def terminate(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited in 15 s."""
+    if process is None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class WorkerProcess:
     """`python -m worker` as a child process, with its log in a temporary file."""
 
@@ -103,14 +115,7 @@ class WorkerProcess:
             self.process = None
 
     def stop(self) -> None:
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        terminate(self.process)
         self.process = None
 
 
@@ -142,14 +147,7 @@ class BeatProcess:
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        terminate(self.process)
         self.process = None
 
 

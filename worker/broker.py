@@ -70,9 +70,23 @@ class _QoS(redis_transport.QoS):
             virtual.QoS.ack(self, delivery_tag)
 
 
-class _Channel(redis_transport.Channel):
-    QoS = _QoS
+class _OneClient:
+    """A channel's synchronous client, built once per pool instead of once per message."""
+
     _sync_client: Any = None
+    pool: Any
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        if asynchronous:
+            return super()._create_client(asynchronous=True)  # type: ignore[misc]
+        client = self._sync_client
+        if client is None or client.connection_pool is not self.pool:
+            client = self._sync_client = super()._create_client()  # type: ignore[misc]
+        return client
+
+
+class _Channel(_OneClient, redis_transport.Channel):
+    QoS = _QoS
     pool_wait_s: float = 5.0
 
     def _get_pool(self, asynchronous: bool = False) -> Any:
@@ -84,29 +98,12 @@ class _Channel(redis_transport.Channel):
         params = {**parser_options(), **params}
         return redis.BlockingConnectionPool(timeout=self.pool_wait_s, **params)
 
-    def _create_client(self, asynchronous: bool = False) -> Any:
-        if asynchronous:
-            return super()._create_client(asynchronous=True)
-        client = self._sync_client
-        if client is None or client.connection_pool is not self.pool:
-            client = self._sync_client = super()._create_client()
-        return client
 
-
-class _SentinelChannel(redis_transport.SentinelChannel):
+class _SentinelChannel(_OneClient, redis_transport.SentinelChannel):
     """`_Channel`'s acknowledgements and client for a state Redis behind Sentinels; its pool
     is kombu's Sentinel-managed one (it finds the primary again after a failover)."""
 
     QoS = _QoS
-    _sync_client: Any = None
-
-    def _create_client(self, asynchronous: bool = False) -> Any:
-        if asynchronous:
-            return super()._create_client(asynchronous=True)
-        client = self._sync_client
-        if client is None or client.connection_pool is not self.pool:
-            client = self._sync_client = super()._create_client()
-        return client
 
 
 class _Poller(redis_transport.MultiChannelPoller):
