@@ -179,8 +179,9 @@ def _report(bare: Cost, turn: Cost, resolution: Cost, chunk: Cost, extra: int) -
 {machine()}. One Redis, one `signoff worker` (defaults), the scripted model. Redis's own counters
 (INFO cpu, stats, commandstats) read around each workload; the worker's CPU from /proc. Baseline:
 a bare Celery no-op task (one pooled client) on the same Redis in the same run. Commands are what
-Redis processed (each command of a pipeline counted; a script is one command); scripts are EVAL
-and EVALSHA calls. Sizing from these: `docs/scaling.md`.
+Redis executed in the while (`total_commands_processed`: each command of a pipeline, each one a
+script runs, and the workers' idle polling); scripts are EVAL and EVALSHA calls, each one round
+trip or part of one. Sizing from these: `docs/scaling.md`.
 
 | per | Redis CPU ms | vs a bare Celery task | commands | scripts | worker CPU ms |
 |---|---|---|---|---|---|

@@ -87,7 +87,11 @@ class WorkerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        self._wait_for("ready.", timeout_s, count=2)  # the turn worker and the delivery worker
+        try:
+            self._wait_for("ready.", timeout_s, count=2)  # the turn worker and its deliveries
+        except BaseException:
+            self.kill()  # a worker that never became ready must not outlive its test
+            raise
         return self
 
     def _wait_for(self, marker: str, timeout_s: float, *, count: int = 1) -> None:
