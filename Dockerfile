@@ -25,7 +25,8 @@ COPY --from=build /wheels /wheels
 COPY constraints.txt /tmp/constraints.txt
 RUN pip install -c /tmp/constraints.txt /wheels/*.whl \
     && rm -rf /wheels /tmp/constraints.txt \
-    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin signoff
+    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin signoff \
+    && mkdir -p /var/lib/signoff/archive && chown signoff /var/lib/signoff/archive
 
 USER signoff
 WORKDIR /home/signoff

@@ -106,6 +106,11 @@ def test_signoff_services_run_the_image_commands(docker_env: dict[str, str]) -> 
         assert service["environment"]["SIGNOFF_REDIS_URL"] == "redis://:s3cretpw@redis:6379/0"
         assert "container_name" not in service, f"{name} must be scalable"
     assert not services["worker"].get("ports") and not services["beat"].get("ports")
+    archive = "/var/lib/signoff/archive"  # beat writes the archive, the web reads it
+    assert services["beat"]["environment"]["SIGNOFF_ARCHIVE_DIR"] == archive
+    mounts = {name: services[name]["volumes"] for name in ("beat", "web")}
+    assert [(m["source"], m["target"]) for m in mounts["beat"]] == [("archive", archive)]
+    assert [(m["source"], m.get("read_only", False)) for m in mounts["web"]] == [("archive", True)]
     web = services["web"]
     assert [(p["target"], p["published"]) for p in web["ports"]] == [(8000, "8000")]
     assert web["environment"]["SIGNOFF_WEB_HOST"] == "0.0.0.0"
