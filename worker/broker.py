@@ -44,7 +44,11 @@ __all__ = ["install", "keep_restoring"]
 
 PAUSED_POLL_S = 0.01  # how soon a saturated gevent consumer looks again for a free slot
 IDLE_POLL_S = 0.25  # the longest a consumer drains before it looks for a stop request
-RESTORE_EVERY_S = 100.0  # as often as kombu's event loop looks (10 s x a throttle of 10)
+# How often a worker puts back what dead workers left unacknowledged (a range query on the
+# unacked index when there is none): 10 s, so that a restore that found kombu's mutex taken
+# (by a process killed while it held it: the mutex then lives UNACKED_MUTEX_EXPIRE_S) is
+# tried again soon, not in 100 s.
+RESTORE_EVERY_S = 10.0
 
 
 class _QoS(redis_transport.QoS):
@@ -157,7 +161,7 @@ def install(*, pool_wait_s: float) -> None:
 
 
 def keep_restoring(app: Celery) -> None:
-    """Puts messages a dead worker left unacknowledged back on their queue, now and every 100 s.
+    """Puts messages a dead worker left unacknowledged back on their queue, now and every 10 s.
 
     kombu does so from its event loop (the thread pool's); a gevent pool's consumer drains
     without one and was seen never to restore them (`tests/integration/test_redelivery.py`).

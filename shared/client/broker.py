@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 QUORUM = "quorum"
+UNACKED_MUTEX_EXPIRE_S = 30
 
 
 class BrokerKind(str, Enum):
@@ -80,6 +81,10 @@ def broker_config(settings: Settings, queues: list[str]) -> dict[str, Any]:
         transport: dict[str, Any] = {
             "visibility_timeout": settings.visibility_timeout_s,
             "global_keyprefix": f"{settings.key_prefix}:celery:",
+            # kombu's lock over restoring unacknowledged messages: a process killed holding it
+            # stops every restore for its life (kombu's default: 5 minutes); a restore takes
+            # milliseconds, and a message restored twice runs a harmless second `advance`
+            "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
         }
         if url.startswith("sentinel://"):
             transport["master_name"] = settings.redis_sentinel_master

@@ -44,10 +44,12 @@ def signoff(stack_env: dict[str, str]) -> Iterator[Client]:
         yield client
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+def wait_until(
+    condition: Callable[[], bool], timeout_s: float = 30.0, why: Callable[[], str] = str
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
+        assert time.monotonic() < deadline, f"condition not met in time {why()}"
         time.sleep(0.05)
 
 
@@ -112,7 +114,16 @@ def test_a_redelivered_leg_after_its_turn_completed_or_parked_does_nothing(
         signoff.redis.zadd(f"{signoff.keys.prefix}:celery:unacked_index", {tag: 0})
     heir = WorkerProcess(stack_env, concurrency=2, name="heir").start()
     try:
-        wait_until(lambda: not unacked(signoff) and heir.log().count("advance ") >= 2)
+        # a bound for a loaded machine: the heir starts, restores, then runs both legs
+        wait_until(
+            lambda: not unacked(signoff) and heir.log().count("advance ") >= 2,
+            timeout_s=90,
+            why=lambda: (
+                f"unacked: {unacked(signoff)}; restore mutex held for "
+                f"{signoff.redis.pttl(f'{signoff.keys.prefix}:celery:unacked_mutex')} ms; "
+                f"the heir's log:\n{heir.log()[-6000:]}"
+            ),
+        )
         assert f"advance {done.conversation_id}: idle" in heir.log()
         assert f"advance {parked.conversation_id}: parked" in heir.log()
         after = (snapshot(signoff, done), snapshot(signoff, parked), effects.read_text())

@@ -152,10 +152,12 @@ def test_rabbitmq_gets_quorum_queues_on_topic_exchanges_and_redis_what_it_had() 
         "broker_transport_options": {
             "visibility_timeout": state.visibility_timeout_s,
             "global_keyprefix": "signoff:celery:",
+            "unacked_mutex_expire": 30,  # not kombu's 5 minutes after a death holding it
         },
         "result_backend_transport_options": {
             "visibility_timeout": state.visibility_timeout_s,
             "global_keyprefix": "signoff:celery:",
+            "unacked_mutex_expire": 30,
         },
     }
 
