@@ -4,9 +4,10 @@ ones (read, restored). Operators write; every role reads."""
 from __future__ import annotations
 
 import logging
+from typing import Annotated, Literal
 
 from flask import Blueprint, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from shared.archive.archiver import Archiver
 from shared.archive.retention import (
@@ -14,11 +15,11 @@ from shared.archive.retention import (
     RetentionRule,
     RetentionScope,
     RetentionStore,
-    rule_field,
 )
 from shared.errors import NotFound
 from shared.models.steps import Step, UsageMetadata
 from shared.models.users import Role
+from shared.store.keys import ID_PATTERN
 from webui.api.replies import reply
 from webui.auth import current_principal, requires
 from webui.operations import operation
@@ -30,13 +31,28 @@ __all__ = ["blueprint"]
 log = logging.getLogger(__name__)
 
 
-class RetentionRuleBody(BaseModel):
-    """A rule: `global` (no name), or one agent's, batch's or label's conversations."""
-
+class _RuleBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-    scope: RetentionScope
-    name: str = Field("", max_length=128)
     seconds: float = Field(ge=0, le=MAX_RETENTION_S)
+
+
+class GlobalRuleBody(_RuleBody):
+    """The global rule: every conversation no other rule covers."""
+
+    scope: Literal[RetentionScope.GLOBAL]
+
+
+class NamedRuleBody(_RuleBody):
+    """One agent's, batch's or label's conversations."""
+
+    scope: Literal[RetentionScope.AGENT, RetentionScope.BATCH, RetentionScope.LABEL]
+    name: str = Field(pattern=f"^{ID_PATTERN}$")
+
+
+class RetentionRuleBody(
+    RootModel[Annotated[GlobalRuleBody | NamedRuleBody, Field(discriminator="scope")]]
+):
+    """A rule: `global`, or one agent's, batch's or label's (with its `name`)."""
 
 
 class RetentionRuleOut(BaseModel):
@@ -99,9 +115,9 @@ def list_rules() -> Response:
     errors=(400, 422),
 )
 def set_rule() -> Response:
-    body = json_body(RetentionRuleBody)
-    rule_field(body.scope, body.name)  # a name that could pose as another rule: 422
-    rule = RetentionRule(body.scope, body.name, body.seconds)
+    body = json_body(RetentionRuleBody).root
+    name = body.name if isinstance(body, NamedRuleBody) else ""
+    rule = RetentionRule(body.scope, name, body.seconds)
     _rules().set(rule)
     log.info("%s set retention %s to %g s", current_principal().name, rule.field, rule.seconds)
     return reply(_out(rule))
