@@ -171,9 +171,10 @@ async def completed_answer(host: McpHost, cid: str, turn_id: str) -> str:
     """The turn's final answer, once completed."""
 
     def done(state: dict[str, Any]) -> bool:
-        return state["turn"]["status"] == "completed"
+        # the tool reads the turn and the conversation one after the other: waited for both
+        return state["turn"]["status"] == "completed" and state["status"] == "idle"
 
     state = await host.wait_for(cid, done, turn_id=turn_id)
-    assert state["status"] == "idle" and state["pending_approvals"] == []
+    assert state["pending_approvals"] == []
     assert state["answer"] == state["turn"]["answer"]
     return str(state["turn"]["answer"])
