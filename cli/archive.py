@@ -130,7 +130,7 @@ def archive_now(conversation_id: str) -> None:
     with Client() as client:
         archiver = _archiver(client)
         archiver.archive(conversation_id)
-        click.echo(f"archived {conversation_id} to {archiver.path(conversation_id)}")
+        click.echo(f"archived {conversation_id} to {archiver.storage.where(conversation_id)}")
 
 
 @archive.command("export")

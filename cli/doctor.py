@@ -20,6 +20,7 @@ import redis
 from kombu.exceptions import KombuError
 
 from shared.archive.archiver import Archiver
+from shared.archive.storage import ArchiveUnavailable, storage_for
 from shared.client.broker import BrokerKind, broker_kind, described, redacted_url
 from shared.client.tasks import TaskSender
 from shared.errors import SettingsError, SignoffError
@@ -299,6 +300,16 @@ def check_metrics(settings: Settings) -> Check:
     return Check("metrics", Level.OK, "; ".join(parts))
 
 
+def check_archive(settings: Settings) -> Check:
+    """Whether the archive (a directory or a bucket) can be reached."""
+    storage = storage_for(settings)
+    try:
+        where = storage.probe()
+    except ArchiveUnavailable as exc:
+        return Check("archive", Level.FAIL, f"{exc}: conversations past retention stay in Redis")
+    return Check("archive", Level.OK, where)
+
+
 def check_tracing(settings: Settings) -> Check:
     """Whether this configuration sends traces, and where."""
     endpoint = settings.otel_endpoint or next(
@@ -361,6 +372,7 @@ def run_checks(settings: Settings) -> list[Check]:
             check_scheduler(client, settings),
             check_metrics(settings),
             check_tracing(settings),
+            check_archive(settings),
         ]
     finally:
         client.close()

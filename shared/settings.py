@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.archive.location import check_archive_url
 from shared.errors import SettingsError
 
 __all__ = [
@@ -234,6 +235,20 @@ class Settings(BaseSettings):
         description="Where finished conversations past their retention are archived "
         "(compressed JSONL, one file each; relative to the working directory). The scheduler "
         "writes it and the web reads it: share it between them.",
+    )
+    archive_url: str = Field(
+        "",
+        description="s3://<bucket>[/<prefix>]: archive to an S3-compatible bucket instead of "
+        "SIGNOFF_ARCHIVE_DIR (credentials by boto3's chain: AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, a profile or a role); empty: the directory.",
+    )
+    archive_s3_endpoint_url: str = Field(
+        "",
+        description="The S3 API's URL for another S3-compatible store (MinIO, Ceph...); "
+        "empty: AWS's.",
+    )
+    archive_s3_region: str = Field(
+        "", description="The archive bucket's region; empty: boto3's default."
     )
     archive_interval_s: float = Field(
         300.0, gt=0, description="How often the scheduler archives conversations past retention."
@@ -598,6 +613,20 @@ class Settings(BaseSettings):
     @classmethod
     def _sentinel_addresses(cls, value: str) -> str:
         sentinel_addresses(value)  # raises ValueError naming a malformed one
+        return value
+
+    @field_validator("archive_url")
+    @classmethod
+    def _archive_bucket(cls, value: str) -> str:
+        if value:
+            check_archive_url(value)  # raises ValueError naming the fault
+        return value
+
+    @field_validator("archive_s3_endpoint_url")
+    @classmethod
+    def _archive_endpoint(cls, value: str) -> str:
+        if value and value.partition("://")[0].lower() not in ("http", "https"):
+            raise ValueError("must be an http:// or https:// URL")
         return value
 
     @field_validator("broker_url")

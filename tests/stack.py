@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from shared.client import Conversation
+from shared.client import Client, Conversation
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Notification
 from shared.settings import Settings
@@ -153,6 +153,12 @@ class BeatProcess:
     def stop(self) -> None:
         terminate(self.process)
         self.process = None
+
+
+def keys_of(client: Client, cid: str) -> list[str]:
+    """Every Redis key of one conversation, sorted (found by its prefix)."""
+    prefix = client.keys.conversation_prefix(cid)
+    return sorted(str(k) for k in client.redis.scan_iter(match=prefix + "*", count=1000))
 
 
 def effect_prompt(note: str) -> str:

@@ -9,12 +9,12 @@ file; the removal happens once. Nothing leaves Redis before its file is on disk.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -22,15 +22,15 @@ import redis
 from shared.archive.retention import RetentionStore, retention_of
 from shared.archive.snapshot import (
     KeyDump,
-    archive_path,
+    decode,
     dump_keys,
+    encode,
     queue_read,
-    raw_lines,
-    read_file,
     restore_commands,
+    text_lines,
     to_json,
-    write_file,
 )
+from shared.archive.storage import ArchiveUnavailable, storage_for
 from shared.archive.view import ArchivedConversation
 from shared.errors import Conflict, CorruptRecord, NotFound
 from shared.models.config import ConversationConfig
@@ -80,7 +80,7 @@ class Archiver:
         self.client = client
         self.keys = keys
         self.settings = settings
-        self.root = Path(settings.archive_dir)
+        self.storage = storage_for(settings)
         self.rules = RetentionStore(client, keys)
 
     # A pass
@@ -104,7 +104,11 @@ class Archiver:
                     if self.archive(cid, finished_before=now - seconds):
                         done.archived.append(cid)
                         moved += 1
-                except (CorruptRecord, OSError) as exc:  # this one stays; the rest go on
+                except ArchiveUnavailable as exc:  # no file can be written: try next pass
+                    log.warning("archive pass stopped: %s", exc)
+                    done.failed[cid] = str(exc)
+                    return done
+                except CorruptRecord as exc:  # this one stays; the rest go on
                     log.warning("conversation %s not archived: %s", cid, exc)
                     done.failed[cid] = str(exc)
             start += len(page) - moved
@@ -161,7 +165,11 @@ class Archiver:
         token = str(reply[1])
         dumps = self._snapshot(cid)
         header = {"conversation_id": cid, "archived_at": time.time(), "claim": token}
-        write_file(archive_path(self.root, cid), header, dumps)
+        try:
+            self.storage.put(cid, encode(header, dumps))
+        except ArchiveUnavailable:
+            self._release(cid, token)  # it stays in Redis, taking prompts, until the next pass
+            raise
         return self._remove(cid, token, dumps)
 
     def key_names(self, cid: str) -> list[str]:
@@ -228,6 +236,23 @@ class Archiver:
                 return False
         return True
 
+    def _release(self, cid: str, token: str) -> None:
+        """Gives a claim up (its file could not be written): the conversation takes prompts
+        again. Another claim since is left alone."""
+        key = self.keys.conversation(cid)
+        with (
+            storage_errors(f"releasing the archive claim on {cid}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
+            pipe.watch(key)
+            if pipe.hget(key, "archiving") != token:
+                pipe.unwatch()
+                return
+            pipe.multi()
+            pipe.hdel(key, "archiving")
+            with contextlib.suppress(redis.WatchError):  # claimed again since: left alone
+                pipe.execute()
+
     # Out and back
 
     def is_archived(self, cid: str) -> bool:
@@ -243,15 +268,15 @@ class Archiver:
             found = self.client.zrevrange(self.keys.archived(), 0, limit - 1, withscores=True)
         return [(str(cid), float(at)) for cid, at in found]  # type: ignore[str-unpack]
 
-    def path(self, cid: str) -> Path:
+    def file(self, cid: str) -> bytes:
         """The conversation's archive file; NotFound when it has none."""
-        path = archive_path(self.root, cid)
-        if not path.is_file():
-            raise NotFound(f"conversation {cid} has no archive under {self.root}")
-        return path
+        data = self.storage.get(cid)
+        if data is None:
+            raise NotFound(f"conversation {cid} has no archive file ({self.storage.where(cid)})")
+        return data
 
     def read(self, cid: str) -> tuple[dict[str, Any], list[KeyDump]]:
-        return read_file(self.path(cid))
+        return decode(self.file(cid), self.storage.where(cid))
 
     def view(self, cid: str) -> ArchivedConversation:
         """An archived conversation as the read-only page shows it; NotFound if not archived."""
@@ -261,7 +286,9 @@ class Archiver:
 
     def export_lines(self, cid: str) -> Iterator[str]:
         """The archive file's JSON lines (an archived conversation)."""
-        yield from raw_lines(self.path(cid))
+        data = self.file(cid)
+        decode(data, self.storage.where(cid))  # a corrupt file is refused before any line
+        yield from text_lines(data)
 
     def restore(self, cid: str) -> None:
         """Puts an archived conversation back into Redis as it was; its file stays."""

@@ -9,35 +9,29 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import tempfile
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+import zlib
+from collections.abc import Iterable
 from typing import Any
 
 import redis
 
+from shared.archive.storage import ArchiveStorage
 from shared.errors import CorruptRecord
-from shared.store.keys import KeySpace, check_id
+from shared.store.keys import KeySpace
 
 __all__ = [
     "FORMAT",
     "KeyDump",
-    "archive_path",
+    "archived_hash",
+    "decode",
     "dump_keys",
-    "read_file",
+    "encode",
     "restore_commands",
-    "write_file",
+    "text_lines",
 ]
 
 FORMAT = 1
 KeyDump = dict[str, Any]
-
-
-def archive_path(root: Path, cid: str) -> Path:
-    """Where a conversation's archive lives: spread over 256 folders by its id's start."""
-    check_id(cid, "conversation id")
-    return root / cid[:2].lower() / f"{cid}.jsonl.gz"
 
 
 def dump_keys(client: redis.Redis, keys: Iterable[str]) -> list[tuple[str, str]]:
@@ -76,54 +70,37 @@ def to_json(kind: str, value: Any) -> Any:
     return value
 
 
-def write_file(path: Path, header: dict[str, Any], dumps: list[KeyDump]) -> None:
-    """Writes the file whole or not at all: a temporary file, fsync, rename, fsync the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out:
-            for record in [{"format": FORMAT, **header}, *dumps]:
-                out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
-            out.flush()
-        with open(temporary, "rb") as written:
-            os.fsync(written.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+def encode(header: dict[str, Any], dumps: list[KeyDump]) -> bytes:
+    """The archive file's bytes: its header line, then one line per key, compressed."""
+    lines = [{"format": FORMAT, **header}, *dumps]
+    text = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in lines)
+    return gzip.compress(text, mtime=0)
 
 
-def read_file(path: Path) -> tuple[dict[str, Any], list[KeyDump]]:
-    """The header and the key dumps of an archive file."""
+def decode(data: bytes, where: str) -> tuple[dict[str, Any], list[KeyDump]]:
+    """The header and the key dumps of an archive file's bytes (`where` names it)."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as lines:
-            records = [json.loads(line) for line in lines if line.strip()]
-    except (OSError, EOFError, ValueError) as exc:
-        raise CorruptRecord(f"archive {path} does not read: {exc}") from exc
+        records = [json.loads(line) for line in text_lines(data) if line.strip()]
+    except (OSError, EOFError, ValueError, zlib.error) as exc:
+        raise CorruptRecord(f"archive {where} does not read: {exc}") from exc
     if not records or records[0].get("format") != FORMAT:
-        raise CorruptRecord(f"archive {path} is not a format-{FORMAT} Signoff archive")
+        raise CorruptRecord(f"archive {where} is not a format-{FORMAT} Signoff archive")
     return records[0], records[1:]
 
 
-def archived_hash(root: Path, cid: str, name: str) -> dict[str, str] | None:
+def text_lines(data: bytes) -> list[str]:
+    """The file's lines as written (for an export)."""
+    return gzip.decompress(data).decode("utf-8").splitlines(keepends=True)
+
+
+def archived_hash(storage: ArchiveStorage, cid: str, name: str) -> dict[str, str] | None:
     """One hash of an archived conversation (`turn:<id>`...), or None when it has no file."""
-    path = archive_path(root, cid)
-    if not path.is_file():
+    data = storage.get(cid)
+    if data is None:
         return None
-    _, dumps = read_file(path)
+    _, dumps = decode(data, storage.where(cid))
     found = next((d["value"] for d in dumps if d["name"] == name and d["type"] == "hash"), None)
     return found if isinstance(found, dict) else None
-
-
-def raw_lines(path: Path) -> Iterator[str]:
-    """The file's lines as written (for an export)."""
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
-        yield from lines
 
 
 def restore_commands(pipe: Any, keys: KeySpace, cid: str, dumps: list[KeyDump]) -> None:

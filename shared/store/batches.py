@@ -15,12 +15,12 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from shared.archive.snapshot import archived_hash
+from shared.archive.storage import storage_for
 from shared.batches.lines import (
     ITEM_FIELDS,
     BatchLine,
@@ -628,12 +628,12 @@ class BatchStore(AdvancingStore):
             for n in gone:
                 pipe.zscore(self.keys.archived(), items[n]["conversation_id"])
             archived = pipe.execute()
-        root, found = Path(self.settings.archive_dir), {}
+        storage, found = storage_for(self.settings), {}
         for n, score in zip(gone, archived, strict=True):
             if score is None:
                 continue
             item = items[n]
-            turn = archived_hash(root, item["conversation_id"], f"turn:{item['turn_id']}")
+            turn = archived_hash(storage, item["conversation_id"], f"turn:{item['turn_id']}")
             if turn:
                 found[n] = {name: turn[name] for name in TURN_FIELDS if turn.get(name)}
         return found

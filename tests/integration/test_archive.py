@@ -12,11 +12,11 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from shared.archive.archiver import Archiver
-from shared.archive.snapshot import archive_path
+from shared.archive.storage import DirectoryStorage
 from shared.client import Client, Conversation
 from shared.errors import Conflict, NotFound
 from shared.models.notifications import Allow
-from tests.stack import parked, run_cli
+from tests.stack import keys_of, parked, run_cli
 
 CALC = 'call calculator {"expression": "6*7"}'
 
@@ -43,11 +43,6 @@ def no_rules(client: Client) -> Iterator[None]:
     client.redis.delete(client.keys.retention())
 
 
-def _keys_of(client: Client, cid: str) -> list[str]:
-    prefix = client.keys.conversation_prefix(cid)
-    return sorted(str(k) for k in client.redis.scan_iter(match=prefix + "*", count=1000))
-
-
 def _finished_with_an_approval(client: Client) -> Conversation:
     conversation = client.new_conversation(tools={"calculator": "ask"}, labels=["finance"])
     turn = conversation.send(CALC)
@@ -63,7 +58,7 @@ def test_a_finished_conversation_leaves_redis_for_its_file_and_comes_back_whole(
 ) -> None:
     conversation = _finished_with_an_approval(client)
     cid = conversation.conversation_id
-    before, keys_before = conversation.snapshot(), _keys_of(client, cid)
+    before, keys_before = conversation.snapshot(), keys_of(client, cid)
     assert any(":notification:" in k for k in keys_before)
     assert sum(":turn:" in k for k in keys_before) == 2
 
@@ -72,13 +67,13 @@ def test_a_finished_conversation_leaves_redis_for_its_file_and_comes_back_whole(
     assert made.output.strip() == "label:finance: archived 0s after it finished"
     ran = cli_run.invoke(cli, ["archive", "run"])
     assert ran.exit_code == 0, ran.output
-    assert _keys_of(client, cid) == []  # nothing of it is left in Redis
+    assert keys_of(client, cid) == []  # nothing of it is left in Redis
     assert client.redis.zscore(client.keys.conversations(), cid) is None
     assert client.redis.zscore(client.keys.archived(), cid) is not None
     with pytest.raises(NotFound):
         client.conversation(cid).snapshot()
 
-    path = archive_path(archive_dir, cid)
+    path = DirectoryStorage(archive_dir).path(cid)
     with gzip.open(path, "rt") as lines:
         records = [json.loads(line) for line in lines]
     assert records[0]["conversation_id"] == cid
@@ -94,7 +89,7 @@ def test_a_finished_conversation_leaves_redis_for_its_file_and_comes_back_whole(
 
     restored = cli_run.invoke(cli, ["archive", "restore", cid])
     assert restored.exit_code == 0, restored.output
-    assert _keys_of(client, cid) == keys_before
+    assert keys_of(client, cid) == keys_before
     assert client.conversation(cid).snapshot() == before
     assert client.redis.zscore(client.keys.archived(), cid) is None
     again = client.conversation(cid).chat_to_completion("a third turn, after the restore")
@@ -107,7 +102,7 @@ def test_a_crash_between_the_file_and_the_removal_loses_nothing_and_archives_onc
     conversation = client.new_conversation(agent=None, labels=["crash"])
     conversation.chat_to_completion("hello")
     cid = conversation.conversation_id
-    keys_before = _keys_of(client, cid)
+    keys_before = keys_of(client, cid)
 
     def crash(*args: object) -> bool:
         raise OSError("the archiver died here")
@@ -115,8 +110,8 @@ def test_a_crash_between_the_file_and_the_removal_loses_nothing_and_archives_onc
     monkeypatch.setattr(Archiver, "_remove", crash)
     with pytest.raises(OSError):
         archiver.archive(cid)
-    assert archive_path(archive_dir, cid).is_file()  # the file is written...
-    assert set(keys_before) <= set(_keys_of(client, cid))  # ...and nothing left Redis
+    assert DirectoryStorage(archive_dir).path(cid).is_file()  # the file is written...
+    assert set(keys_before) <= set(keys_of(client, cid))  # ...and nothing left Redis
     with pytest.raises(Conflict, match="being archived"):
         conversation.send("a prompt while it is being archived")
 
@@ -124,9 +119,9 @@ def test_a_crash_between_the_file_and_the_removal_loses_nothing_and_archives_onc
     client.redis.hset(client.keys.retention(), "label:crash", "0.0")
     done = archiver.run_pass()  # the next pass takes the claim up
     assert cid in done.archived and not done.failed
-    assert _keys_of(client, cid) == []
+    assert keys_of(client, cid) == []
     files = list(archive_dir.rglob(f"{cid}*"))
-    assert files == [archive_path(archive_dir, cid)]  # no temporary file is left either
+    assert files == [DirectoryStorage(archive_dir).path(cid)]  # no temporary file is left either
     assert archiver.run_pass().archived == []  # and it is not archived twice
 
 
@@ -184,6 +179,25 @@ def test_a_batch_keeps_its_results_once_its_conversations_are_archived(
     assert ran.stdout.startswith("2 archived"), ran.stdout + ran.stderr
     items = [json.loads(line) for line in before.splitlines()]
     for item in items:
-        assert _keys_of(client, item["conversation_id"]) == []
+        assert keys_of(client, item["conversation_id"]) == []
     after = run_cli(env, "batch", "results", bid).stdout
     assert [json.loads(line) for line in after.splitlines()] == items  # nothing lost
+
+
+def test_an_unwritable_archive_keeps_the_conversation_and_gives_its_claim_up(
+    client: Client, stack_env: dict[str, str], tmp_path: Path
+) -> None:
+    conversation = client.new_conversation()
+    conversation.chat_to_completion("hello")
+    cid = conversation.conversation_id
+    keys_before = keys_of(client, cid)
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the archive's folder should be")
+    env = {**stack_env, "SIGNOFF_ARCHIVE_DIR": str(blocked)}
+    ran = run_cli(env, "archive", "conversation", cid)
+    assert ran.returncode == 1 and f"{blocked} cannot be written" in ran.stderr, ran.stderr
+    assert keys_of(client, cid) == keys_before
+    assert client.redis.hget(client.keys.conversation(cid), "archiving") is None
+    assert conversation.chat_to_completion("it still takes prompts").text
+    doctor = run_cli(env, "doctor").stdout
+    assert f"archive: {blocked} is not a directory this process can write" in doctor, doctor

@@ -389,12 +389,14 @@ def test_doctor_on_the_test_redis(stack_env: dict[str, str], client: Client) -> 
         "scheduler": "warn",
         "metrics": "ok",
         "tracing": "ok",
+        "archive": "ok",
     }
     assert checks["metrics"] == (
         "ok web /metrics (operators); worker off (SIGNOFF_METRICS_PORT unset); "
         "beat off (SIGNOFF_BEAT_METRICS_PORT unset)"
     )
     assert checks["tracing"].startswith("ok off (set SIGNOFF_OTEL_ENDPOINT")
+    assert checks["archive"].startswith("ok the directory .signoff/archive")
 
 
 def test_doctor_reads_the_heartbeat_of_the_sweep(stack_env: dict[str, str], client: Client) -> None:

@@ -10,6 +10,7 @@ from flask.testing import FlaskClient
 
 from shared.archive.archiver import Archiver
 from shared.models.steps import Step, StepStatus, UsageMetadata
+from tests.s3_server import BUCKET, CREDENTIALS, S3Server
 from tests.web.conftest import (
     OPERATOR,
     AppFactory,
@@ -90,3 +91,37 @@ def test_an_archived_conversation_reads_from_its_file_and_an_operator_restores_i
     assert svc.stores.history(cid).snapshot().steps[1].content == "an answer"
     assert http.get(f"/api/v1/archive/{cid}", headers=viewer).status_code == 404
     assert "restore-form" not in http.get(f"/conversations/{cid}").get_data(as_text=True)
+
+
+def test_an_archived_conversation_reads_from_its_bucket(
+    app: Flask,
+    make_app: AppFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    submitter: dict[str, str],
+    viewer: dict[str, str],
+) -> None:
+    with S3Server.running() as server:
+        for name, value in CREDENTIALS.items():
+            monkeypatch.setenv(name, value)
+        env = server.env("web")
+        on_s3 = make_app(
+            key_prefix=services_of(app).settings.key_prefix,  # the same users and tokens
+            archive_url=env["SIGNOFF_ARCHIVE_URL"],
+            archive_s3_endpoint_url=server.url,
+            archive_s3_region="us-east-1",
+        )
+        http = on_s3.test_client()
+        svc = services_of(on_s3)
+        cid = new_conversation(http, submitter)
+        _archived(svc, cid)
+        listed = server.s3().list_objects_v2(Bucket=BUCKET, Prefix="web/")["Contents"]
+        assert [item["Key"] for item in listed] == [f"web/{cid[:2].lower()}/{cid}.jsonl.gz"]
+        read = http.get(f"/api/v1/archive/{cid}", headers=viewer)
+        assert read.status_code == 200, read.text
+        assert [step["content"] for step in read.json["steps"]] == [HOSTILE, "an answer"]
+
+        server.stop()  # the bucket away: a clear 503, not a 500
+        away = http.get(f"/api/v1/archive/{cid}", headers=viewer)
+        assert away.status_code == 503, away.text
+        assert f"s3://{BUCKET}/web/" in away.json["error"]["message"]
+        assert CREDENTIALS["AWS_SECRET_ACCESS_KEY"] not in away.text
