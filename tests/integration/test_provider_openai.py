@@ -6,6 +6,8 @@ import base64
 import logging
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -529,6 +531,23 @@ def test_settings_configure_the_client_and_the_key_is_never_logged(
     assert [r.headers["authorization"] for r in server.requests] == [f"Bearer {SECRET}"] * 2
     assert "warming up" in caplog.text
     assert SECRET not in caplog.text
+
+
+def test_calls_beyond_the_connection_bound_wait_for_one_instead_of_failing(
+    server: WireServer,
+) -> None:
+    slow = replace(text_reply("a", "b", "c"), chunk_delay_s=0.05)  # 7 chunks: >= 0.35 s each
+    server.script(*[slow] * 9)
+    settings = Settings(openai_base_url=f"{server.url}/v1", model_connections=3)
+    provider = OpenAIProvider(settings, timeout_s=30.0)
+    with ThreadPoolExecutor(max_workers=9) as pool:
+        answers = list(pool.map(lambda _: run(provider), range(9)))
+
+    assert all(TextDelta("c") in events for events in answers)  # none failed
+    # never four at once: any four calls in arrival order span at least one call's length
+    starts = sorted(request.received_at for request in server.requests)
+    assert len(starts) == 9
+    assert all(starts[n + 3] - starts[n] >= 0.33 for n in range(6)), starts
 
 
 def test_required_with_several_tools_is_sent_as_required(server: WireServer) -> None:
