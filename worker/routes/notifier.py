@@ -43,6 +43,10 @@ RECLAIM_IDLE_MS = 30_000
 # Escalations are looked for at most this often (an idle step waits this long anyway): a busy
 # stream made every step poll them, a round trip per turn's delivery.
 ESCALATION_POLL_S = 1.0
+# After a step that handled fewer entries than a batch, the next one waits this long, so
+# that under load each read takes many entries, not one per turn (a read and an ack each
+# turn: two of its thirteen round trips); a request's email goes at most this late.
+GATHER_S = 0.1
 _ERROR_PAUSE_S = 1.0
 _SENT_TTL_S = 30 * 86_400
 
@@ -87,8 +91,10 @@ class RouteNotifier:
         rounds = 0
         while not stop.is_set():
             try:
-                self.step(reclaim=rounds % 30 == 0)
+                handled = self.step(reclaim=rounds % 30 == 0)
                 rounds += 1
+                if 0 < handled < BATCH:
+                    stop.wait(GATHER_S)
             except (redis.RedisError, SignoffError) as exc:
                 log.warning("route notifier: %s", exc)
                 self._group_ready = False
