@@ -16,12 +16,15 @@ from tests.web.conftest import OPERATOR, SECRET
 
 
 @pytest.fixture(scope="module")
-def server(stack_env: dict[str, str], worker: WorkerProcess) -> Iterator[LiveServer]:
+def server(
+    stack_env: dict[str, str], worker: WorkerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
     settings = Settings(
         redis_url=stack_env["SIGNOFF_REDIS_URL"],
         key_prefix=stack_env["SIGNOFF_KEY_PREFIX"],
         secret_key=SECRET,
         sse_heartbeat_s=1.0,
+        archive_dir=str(tmp_path_factory.mktemp("archive")),
     )
     with LiveServer(settings) as live:
         live.services.users.add(*OPERATOR)

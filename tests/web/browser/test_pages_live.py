@@ -9,6 +9,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from shared.archive.archiver import Archiver
 from tests.web.browser.kit import LiveServer, new_conversation, shot
 from tests.web.conftest import OPERATOR
 
@@ -163,3 +164,41 @@ def test_the_operator_sets_a_tool_policy_that_binds_submitters(
     page.locator("#rules tr[data-rule='calculator|*'] button").click()
     expect(page.locator("#tools tr[data-tool=calculator] .badge")).to_have_text("auto")
     assert server.services.policies.load().rules == ()
+
+
+def test_an_archived_conversation_reads_only_and_an_operator_restores_it(
+    page: Page, api: httpx.Client, server: LiveServer
+) -> None:
+    cid = new_conversation(api)
+    sent = api.post(f"/api/v1/conversations/{cid}/prompts", json={"text": "Keep <b>this</b>"})
+    assert sent.status_code == 202
+    _wait_idle(api, cid)
+    svc = server.services
+    assert Archiver(svc.redis, svc.keys, svc.settings).archive(cid)
+
+    page.goto(f"{server.url}/conversations/{cid}")
+    expect(page.locator("#status")).to_have_text("archived")
+    expect(page.locator("#history .step-user_input")).to_contain_text("Keep <b>this</b>")
+    assert page.locator("#history b").count() == 0  # the prompt's markup is shown as text
+    expect(page.locator("#history .step-text_response > .text")).to_contain_text("You said")
+    assert page.locator("#prompt-form").count() == 0  # read-only: nothing can be sent
+    shot(page, "conversation-archived")
+
+    page.once("dialog", lambda dialog: dialog.accept())  # "Bring this conversation back...?"
+    page.click("#restore-form button")
+    expect(page.locator("#stream-state")).to_have_attribute("data-state", "open")
+    expect(page.locator("#history .step-user_input")).to_have_count(1)
+    page.fill("#prompt-text", "and after the restore")
+    page.click("#prompt-form button[type=submit]")
+    expect(page.locator("#live .turn-end.completed")).to_be_visible(timeout=15_000)
+    assert api.get(f"/api/v1/conversations/{cid}").json()["turn_count"] == 2
+
+
+def _wait_idle(api: httpx.Client, cid: str) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        found = api.get(f"/api/v1/conversations/{cid}").json()
+        if found["status"] == "idle" and found["turn_count"] == 1:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"conversation {cid} did not finish its turn")
