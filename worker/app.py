@@ -62,12 +62,17 @@ def create_celery(settings: Settings | None = None) -> Celery:
         with broker_errors(f"sending advance for conversation {cid}"):
             advance.delay(cid)
 
+    def send_advance_later(cid: str, delay_s: float) -> None:
+        with broker_errors(f"sending advance for conversation {cid} in {delay_s:g} s"):
+            advance.apply_async((cid,), countdown=delay_s)
+
     messages = advance_messages(settings, app)
     runtime = Runtime(
         settings,
         connect(legs_settings, pool=WORKER_POOL),
         send_advance=send_advance,
         queue_advance=lambda cid: messages.task(ADVANCE, cid),
+        send_advance_later=send_advance_later,
     )
 
     @app.task(name=ADVANCE, ignore_result=True)

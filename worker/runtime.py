@@ -16,7 +16,7 @@ import redis
 from pydantic import ValidationError
 
 from shared.client.task_message import QueuedTask
-from shared.errors import CorruptRecord, NotFound, SignoffError
+from shared.errors import CorruptRecord, NotFound, SignoffError, StorageError
 from shared.logs import log_context
 from shared.mcp.store import McpServerStore
 from shared.models.events import ConversationStatus
@@ -85,10 +85,12 @@ class Runtime:
         *,
         send_advance: Callable[[str], None],
         queue_advance: Callable[[str], QueuedTask] | None = None,
+        send_advance_later: Callable[[str, float], None] | None = None,
         registry: ToolRegistry | None = None,
         providers: ProviderFactory | None = None,
     ) -> None:
         self.settings = settings
+        self.send_advance_later = send_advance_later
         self.client = client
         advancer = (
             _Advancer(send_advance)
@@ -127,11 +129,20 @@ class Runtime:
 
     def advance(self, cid: str) -> str:
         """One leg for conversation `cid`; returns what happened, for logs and tests."""
-        claim = self._claim(cid, "")
-        if claim[0] == "admit":  # a batch item resuming: only with a place under its cap
-            if not self.batches.admit(str(claim[1]), cid):
-                return "waiting for a place"
-            claim = self._claim(cid, "", admitted=True)
+        try:
+            claim = self._claim(cid, "")
+            if claim[0] == "admit":  # a batch item resuming: only with a place under its cap
+                if not self.batches.admit(str(claim[1]), cid):
+                    return "waiting for a place"
+                claim = self._claim(cid, "", admitted=True)
+        except StorageError as exc:
+            if not _connection_lost(exc) or self.send_advance_later is None:
+                raise
+            # the claim may have been carried out, its lease held by a token this leg never
+            # learned: the next leg comes once that lease has lapsed, not after a sweep
+            log.warning("conversation %s: %s; a leg comes again after the lease", cid, exc)
+            self.send_advance_later(cid, self.settings.lease_ttl_ms / 1000)
+            return "interrupted"
         if claim[0] != "ok":
             return str(claim[0])
         lease = Lease(
@@ -143,16 +154,24 @@ class Runtime:
             renew_client=self.renew_client,
         )
         lease.start_renewing()
-        released = False
+        released = interrupted = False
         try:
             outcome, released = self._run(cid, lease, claim)
         except LeaseLost:
             log.warning("conversation %s: lease lost; another worker continues", cid)
             return "lost"
+        except StorageError as exc:
+            if not _connection_lost(exc):
+                raise
+            # Redis went away mid-leg (a cut, a failover), maybe after carrying out the write
+            # whose answer was lost: the next leg resumes from what Redis holds, at once
+            # rather than after the lease and a sweep
+            log.warning("conversation %s: %s; its leg is sent again", cid, exc)
+            outcome, interrupted = "interrupted", True
         finally:
             more = lease.stop() if released else lease.release()
             lease.run_after_release()
-        if more:
+        if more or interrupted:
             self.send_advance(cid)
         return outcome
 
@@ -324,3 +343,9 @@ class _QueuingAdvancer(_Advancer):
     ) -> None:
         super().__init__(send_advance)
         self.queued_advance = queue_advance
+
+
+def _connection_lost(exc: StorageError) -> bool:
+    """Whether a Redis failure was the connection's (worth a new leg at once), not a
+    refusal that the same leg would meet again (a script error, a full memory)."""
+    return isinstance(exc.__cause__, (redis.ConnectionError, redis.TimeoutError))

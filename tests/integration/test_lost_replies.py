@@ -1,0 +1,108 @@
+"""Writes whose reply is lost (the connection drops after Redis ran them) are not done
+twice: not by redis-py sending the command again, not by the work that follows. A worker
+reaches Redis through a proxy that can lose one reply; the client reaches it directly."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from shared.client import Client
+from shared.errors import StorageError
+from shared.local.embedded_redis import EmbeddedRedis
+from shared.models.notifications import Allow
+from shared.settings import Settings
+from tests.cutting_proxy import CuttingProxy
+from tests.stack import WorkerProcess, parked
+from worker.runtime import _CLAIM
+from worker.writer import _FLUSH
+
+pytestmark = pytest.mark.integration
+
+CALC = 'call calculator {"expression": "6*7"}'
+
+
+@pytest.fixture(scope="module")
+def proxy(redis_server: EmbeddedRedis) -> Iterator[CuttingProxy]:
+    port = int(redis_server.url.rsplit(":", 1)[1].split("/")[0])
+    cutting = CuttingProxy(port)
+    yield cutting
+    cutting.close()
+
+
+@pytest.fixture(scope="module")
+def worker(stack_env: dict[str, str], proxy: CuttingProxy) -> Iterator[WorkerProcess]:
+    """The module's worker, reaching Redis (state and broker) through the proxy."""
+    env = {**stack_env, "SIGNOFF_REDIS_URL": proxy.url, "SIGNOFF_LEASE_TTL_MS": "3000"}
+    process = WorkerProcess(env).start()
+    yield process
+    process.stop()
+
+
+def _steps(client: Client, cid: str) -> list[dict[str, object]]:
+    return [json.loads(raw) for raw in client.redis.lrange(client.keys.steps(cid), 0, -1)]
+
+
+def _each_once(client: Client, cid: str) -> None:
+    steps = _steps(client, cid)
+    positions = [step["step_index"] for step in steps]
+    assert positions == list(range(len(steps))), positions  # none written twice
+    events = client.events.after(cid, count=10_000)
+    written = Counter(
+        (e.step.step_index, e.step.status.value)  # type: ignore[attr-defined]
+        for e in events
+        if e.kind == "step"
+    )
+    assert all(count == 1 for count in written.values()), written
+
+
+def test_a_prompt_whose_acceptance_was_lost_is_queued_once(
+    stack_env: dict[str, str], proxy: CuttingProxy, worker: WorkerProcess
+) -> None:
+    settings = Settings(redis_url=proxy.url, key_prefix=f"cut{uuid.uuid4().hex[:8]}")
+    with Client(settings) as through:
+        conversation = through.new_conversation()
+        proxy.cut_reply_to(b"double-text policy (ConversationStore.submit)")  # its script
+        with pytest.raises(StorageError):
+            conversation.send("only once, please")
+        cid = conversation.conversation_id
+        assert through.redis.llen(through.keys.inbox(cid)) == 1  # never queued twice
+        assert through.redis.scard(through.keys.turn_ids(cid)) == 1
+
+
+def test_a_flush_whose_reply_was_lost_is_written_once_and_the_turn_ends(
+    client: Client, proxy: CuttingProxy, worker: WorkerProcess
+) -> None:
+    conversation = client.new_conversation(tools={"calculator": "ask"})
+    turn = conversation.send(CALC)
+    [note] = parked(conversation)
+    cuts = proxy.cuts
+    proxy.cut_reply_to(_FLUSH.sha.encode())  # the resumed leg's first flush
+    client.resolve_notification(note.id, Allow(), actor="alice")
+    try:
+        response = conversation.wait_for_turn(turn, timeout=60)
+    except TimeoutError:
+        print(worker.log()[-6000:])
+        raise
+    assert proxy.cuts == cuts + 1, "no flush reply was lost"
+    assert "42" in response.text, response.text + worker.log()[-3000:]
+    _each_once(client, conversation.conversation_id)
+    results = client.redis.hgetall(client.keys.tool_results(conversation.conversation_id))
+    assert len(results) == 1 and '"ok": true' in next(iter(results.values()))
+
+
+def test_a_claim_whose_reply_was_lost_runs_the_turn_once(
+    client: Client, proxy: CuttingProxy, worker: WorkerProcess
+) -> None:
+    conversation = client.new_conversation()
+    cuts = proxy.cuts
+    proxy.cut_reply_to(_CLAIM.sha.encode())
+    turn = conversation.send("a prompt whose claim's answer is lost")
+    response = conversation.wait_for_turn(turn, timeout=60)
+    assert proxy.cuts == cuts + 1, "no claim reply was lost"
+    assert response.text.startswith("[demo model]"), worker.log()[-3000:]
+    _each_once(client, conversation.conversation_id)
