@@ -27,6 +27,12 @@ __all__ = ["submit", "tail"]
 @click.option("--allow-all", is_flag=True, help="Run every tool without asking.")
 @click.option("--agent", default=None, help="A new conversation runs as this named agent.")
 @click.option(
+    "--turn-id",
+    default=None,
+    help="With --conversation: the turn's id, as an idempotency key (sending the same prompt "
+    "under it again queues nothing).",
+)
+@click.option(
     "--tool-selection",
     type=click.Choice([s.value for s in ToolSelection]),
     default=None,
@@ -49,6 +55,7 @@ def submit(
     conversation_id: str | None,
     allow_all: bool,
     agent: str | None,
+    turn_id: str | None,
     tool_selection: str | None,
     timeout_s: float | None,
     schema_source: str | None,
@@ -60,6 +67,8 @@ def submit(
     """
     if agent and conversation_id:
         raise click.UsageError("--agent starts a new conversation: leave out --conversation")
+    if turn_id and not conversation_id:  # a retry would make a second conversation
+        raise click.UsageError("--turn-id needs --conversation")
     # checked before a conversation is created
     checked = prompt_options(
         tool_selection=tool_selection,
@@ -68,6 +77,8 @@ def submit(
         model_settings=model_settings_from(settings),
     )
     options = checked.model_dump(exclude_none=True)
+    if turn_id:
+        options["turn_id"] = turn_id
     with Client() as client:
         if checked.model_settings is not None and not (conversation_id or agent):
             check_supported(client.settings.provider, checked.model_settings)
@@ -77,10 +88,9 @@ def submit(
             else client.new_conversation(allow_all=allow_all, agent=agent)
         )
         if not follow:
-            turn_id = conversation.send(prompt, **options)
-            click.echo(
-                json.dumps({"conversation_id": conversation.conversation_id, "turn_id": turn_id})
-            )
+            sent = conversation.submit(prompt, **options)
+            answer = {"conversation_id": conversation.conversation_id, "turn_id": sent.turn_id}
+            click.echo(json.dumps(answer | ({"replayed": True} if sent.replayed else {})))
             return
         click.echo(f"conversation {conversation.conversation_id}", err=True)
         for chunk in conversation.chat(prompt, **options):

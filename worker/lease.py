@@ -29,7 +29,10 @@ __all__ = ["Lease"]
 
 _RENEW = LuaScript("worker", "lease_renew.lua", keys=["lease"], args=["token", "ttl_ms"])
 _RELEASE = LuaScript(
-    "worker", "lease_release.lua", keys=["lease", "conversation", "inbox"], args=["token"]
+    "worker",
+    "lease_release.lua",
+    keys=["lease", "conversation", "inbox"],
+    args=["token", "note_prefix", "cid"],
 )
 
 
@@ -101,8 +104,9 @@ class Lease:
                 "inbox": self._keys.inbox(self.cid),
             }
         )
+        args = [self.token, self._keys.conversation_prefix(self.cid) + "notification:", self.cid]
         with storage_errors(f"releasing the lease of conversation {self.cid}"):
-            return bool(_RELEASE(self.client, keys, [self.token]))
+            return bool(_RELEASE(self.client, keys, args))
 
 
 class _Renewer:

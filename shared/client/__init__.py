@@ -147,17 +147,24 @@ class Conversation:
     # conversation's.
 
     def send(self, content: Prompt, **options: Any) -> str:
-        """Validates and queues a prompt; returns its turn id. Invalid prompts queue nothing."""
-        return self._submit(content, options).turn_id
+        """Validates and queues a prompt; returns its turn id. Invalid prompts queue nothing.
 
-    def _submit(self, content: Prompt, options: dict[str, Any]) -> Submission:
+        `turn_id=` (any send method) names the turn, as an idempotency key: sending the same
+        prompt under it again (after a lost answer, say) queues nothing and returns it.
+        """
+        return self.submit(content, **options).turn_id
+
+    def submit(self, content: Prompt, **options: Any) -> Submission:
+        """`send`, answering also the event id its turn's events follow and whether the
+        turn id was taken by this same prompt already (`replayed`: nothing was queued)."""
+        chosen = options.pop("turn_id", None)
         checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)
         if checked.model_settings is not None:
             checked.check_for(self.client.store.get(self.conversation_id).config)
         advance = self.client.tasks.queued_advance(self.conversation_id)
         return self.client.store.submit(
-            self.conversation_id, prompt, options=checked, advance=advance
+            self.conversation_id, prompt, options=checked, advance=advance, turn_id=chosen
         )
 
     def chat(self, content: Prompt, **options: Any) -> Iterator[StreamChunk]:
@@ -166,7 +173,7 @@ class Conversation:
         The prompt is sent at once, before the first chunk is asked for. The stream ends
         with the turn: a failed turn raises TurnFailed, an aborted one Cancelled.
         """
-        submission = self._submit(content, options)
+        submission = self.submit(content, **options)
         return self._chunks_of(submission.turn_id, submission.after_event_id)
 
     def _chunks_of(self, turn_id: str, after: str) -> Iterator[StreamChunk]:
@@ -178,7 +185,7 @@ class Conversation:
 
     def chat_to_completion(self, content: Prompt, **options: Any) -> ChatResponse:
         """Sends a prompt and returns the authoritative completed value of its turn."""
-        submission = self._submit(content, options)
+        submission = self.submit(content, **options)
         return self.wait_for_turn(submission.turn_id, after_event_id=submission.after_event_id)
 
     def chat_content(self, content: Content, **options: Any) -> ChatResponse:

@@ -119,6 +119,8 @@ class AsyncConversation:
         return store.parse_get(self.conversation_id, results)
 
     async def _submit(self, content: Prompt, options: dict[str, Any]) -> tuple[str, str]:
+        """`Conversation._submit`: `turn_id` in `options` makes a retry safe."""
+        chosen = options.pop("turn_id", None)
         checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)
         if checked.model_settings is not None:
@@ -126,10 +128,13 @@ class AsyncConversation:
         store = self.client.store
         with storage_errors(f"submitting a prompt to conversation {self.conversation_id}"):
             async with self.client.redis.pipeline(transaction=False) as pipe:
-                turn_id = store.queue_submit(pipe, self.conversation_id, prompt, options=checked)
+                turn_id = store.queue_submit(
+                    pipe, self.conversation_id, prompt, options=checked, turn_id=chosen
+                )
                 reply = (await pipe.execute())[-1]
-        after = store.check_submit(self.conversation_id, reply)
-        await asyncio.to_thread(self.client.tasks.advance, self.conversation_id)
+        after = store.check_submit(self.conversation_id, reply, turn_id)
+        if reply[0] != "exists":  # a retry's turn has had its advance
+            await asyncio.to_thread(self.client.tasks.advance, self.conversation_id)
         return turn_id, after
 
     # Every send method takes the prompt's own options (`PromptOptions`, as keywords), for

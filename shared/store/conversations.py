@@ -104,6 +104,7 @@ def new_id() -> str:
 class Submission:
     turn_id: str
     after_event_id: str
+    replayed: bool = False  # its turn id was taken by this same prompt already: nothing queued
 
 
 @dataclass(frozen=True)
@@ -253,23 +254,31 @@ class ConversationStore:
         *,
         options: PromptOptions | None = None,
         advance: QueuedTask | None = None,
+        turn_id: str | None = None,
     ) -> Submission:
         """Queues a turn under the conversation's double-text policy.
 
         With `advance`, the script pushes that task too: the turn and its `advance` are one
-        write (see `shared.client.task_message`); without, the caller sends it after.
+        write (see `shared.client.task_message`); without, the caller sends it after. A
+        `turn_id` the caller chose makes a retry safe: the same prompt under a taken id is
+        answered as accepted (`replayed`) and queued once; another prompt is a Conflict.
         """
         with (
             storage_errors(f"submitting a prompt to conversation {cid}"),
             self.client.pipeline(transaction=False) as pipe,
         ):
-            tid = self.queue_submit(pipe, cid, prompt, policy, options=options, advance=advance)
+            tid = self.queue_submit(
+                pipe, cid, prompt, policy, options=options, advance=advance, turn_id=turn_id
+            )
             wait = ReplicaWait.of(self.settings)
             if wait is not None:
                 wait.queue(pipe)
             replies = pipe.execute()
+        reply = replies[-2 if wait else -1]
         submission = Submission(
-            turn_id=tid, after_event_id=self.check_submit(cid, replies[-2 if wait else -1])
+            turn_id=tid,
+            after_event_id=self.check_submit(cid, reply, tid),
+            replayed=reply[0] == "exists",
         )
         if wait is not None:
             wait.check(replies[-1], f"prompt {tid} to conversation {cid}")
@@ -286,6 +295,7 @@ class ConversationStore:
         index: bool = True,
         options: PromptOptions | None = None,
         advance: QueuedTask | None = None,
+        turn_id: str | None = None,
     ) -> str:
         """Queues the submit script (and, with `index`, the sweeper's entry); returns the turn id.
 
@@ -293,7 +303,7 @@ class ConversationStore:
         `owner`, the turn is queued only into a conversation that owner created. A held
         conversation is indexed when it is released, not here. `options` are this turn's.
         """
-        tid = new_id()
+        tid = new_id() if turn_id is None else check_id(turn_id, "turn id")
         keys = {
             "conversation": self.keys.conversation(cid),
             "inbox": self.keys.inbox(cid),
@@ -319,8 +329,16 @@ class ConversationStore:
         _SUBMIT.queue(pipe, _SUBMIT.keys_from(keys), _SUBMIT.args_from(args))
         return tid
 
-    def check_submit(self, cid: str, reply: list[Any]) -> str:
+    def check_submit(self, cid: str, reply: list[Any], tid: str = "") -> str:
+        """The event id after which the turn's events come, or why it was refused."""
         outcome = reply[0]
+        if outcome == "exists":  # a retry: its events may have begun, so from the start
+            return "0-0"
+        if outcome == "conflict":
+            raise Conflict(
+                f"turn {tid} of conversation {cid} exists with another prompt: an idempotency "
+                "key is used for one prompt only"
+            )
         if outcome == "not_found":
             raise NotFound(f"conversation {cid} does not exist")
         if outcome == "not_owner":

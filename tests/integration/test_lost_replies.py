@@ -12,13 +12,14 @@ from collections.abc import Iterator
 import pytest
 
 from shared.client import Client
-from shared.errors import StorageError
+from shared.errors import Conflict, InvalidInput, StorageError
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.notifications import Allow
 from shared.settings import Settings
 from tests.cutting_proxy import CuttingProxy
-from tests.stack import WorkerProcess, parked
-from worker.runtime import _CLAIM
+from tests.stack import WorkerProcess, parked, run_cli
+from worker.lease import Lease
+from worker.runtime import _CLAIM, Runtime
 from worker.writer import _FLUSH
 
 pytestmark = pytest.mark.integration
@@ -74,6 +75,28 @@ def test_a_prompt_whose_acceptance_was_lost_is_queued_once(
         assert through.redis.scard(through.keys.turn_ids(cid)) == 1
 
 
+def test_a_sender_retries_a_lost_prompt_under_its_turn_id_and_it_runs_once(
+    stack_env: dict[str, str], proxy: CuttingProxy, worker: WorkerProcess
+) -> None:
+    settings = Settings(redis_url=proxy.url, key_prefix=stack_env["SIGNOFF_KEY_PREFIX"])
+    with Client(settings) as through:
+        conversation = through.new_conversation()
+        proxy.cut_reply_to(b"double-text policy (ConversationStore.submit)")
+        with pytest.raises(StorageError):  # accepted or not: the sender cannot tell
+            conversation.send("count me once", turn_id="retry-me")
+        again = conversation.submit("count me once", turn_id="retry-me")
+        assert again.turn_id == "retry-me" and again.replayed
+        response = conversation.wait_for_turn("retry-me", timeout=60)
+        assert response.text.startswith("[demo model]")
+        with pytest.raises(Conflict, match="another prompt"):
+            conversation.send("a different prompt", turn_id="retry-me")
+        cid = conversation.conversation_id
+        assert through.redis.smembers(through.keys.turn_ids(cid)) == {"retry-me"}
+        _each_once(through, cid)
+        with pytest.raises(InvalidInput, match="turn id"):
+            conversation.send("hello", turn_id="not an id")
+
+
 def test_a_flush_whose_reply_was_lost_is_written_once_and_the_turn_ends(
     client: Client, proxy: CuttingProxy, worker: WorkerProcess
 ) -> None:
@@ -83,11 +106,7 @@ def test_a_flush_whose_reply_was_lost_is_written_once_and_the_turn_ends(
     cuts = proxy.cuts
     proxy.cut_reply_to(_FLUSH.sha.encode())  # the resumed leg's first flush
     client.resolve_notification(note.id, Allow(), actor="alice")
-    try:
-        response = conversation.wait_for_turn(turn, timeout=60)
-    except TimeoutError:
-        print(worker.log()[-6000:])
-        raise
+    response = conversation.wait_for_turn(turn, timeout=60)
     assert proxy.cuts == cuts + 1, "no flush reply was lost"
     assert "42" in response.text, response.text + worker.log()[-3000:]
     _each_once(client, conversation.conversation_id)
@@ -106,3 +125,51 @@ def test_a_claim_whose_reply_was_lost_runs_the_turn_once(
     assert proxy.cuts == cuts + 1, "no claim reply was lost"
     assert response.text.startswith("[demo model]"), worker.log()[-3000:]
     _each_once(client, conversation.conversation_id)
+
+
+def test_a_decision_taken_while_the_parking_leg_holds_the_lease_resumes_the_turn(
+    stack_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decision's own `advance` finds the lease held and is spent ('busy'); letting the
+    lease go then says there is work, and the leg sends the `advance` again."""
+    settings = Settings(redis_url=stack_env["SIGNOFF_REDIS_URL"], key_prefix="race")
+    with Client(settings) as client:
+        sent: list[str] = []
+        runtime = Runtime(client.settings, client.redis, send_advance=sent.append)
+        conversation = client.new_conversation(tools={"calculator": "ask"})
+        cid = conversation.conversation_id
+        conversation.send(CALC)
+        outcomes: list[str] = []
+        release = Lease.release
+
+        def decided_before_release(lease: Lease) -> bool:
+            [note] = client.conversation(cid).pending_notifications()
+            client.resolve_notification(note.id, Allow(), actor="alice")
+            outcomes.append(runtime.advance(cid))  # the decision's advance, meanwhile
+            return release(lease)
+
+        monkeypatch.setattr(Lease, "release", decided_before_release)
+        assert runtime.advance(cid) == "parked"
+        assert outcomes == ["busy"] and sent == [cid]  # the leg sent the advance again
+        monkeypatch.undo()
+        assert runtime.advance(cid) == "finished"
+        assert "42" in client.redis.hget(client.keys.history_meta(cid), "last_response")
+
+
+def test_the_cli_sends_under_a_turn_id_once(stack_env: dict[str, str], client: Client) -> None:
+    cid = client.new_conversation().conversation_id
+    args = ["submit", "--conversation", cid, "--turn-id", "cli-once", "from the shell"]
+    first = run_cli(stack_env, *args)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"conversation_id": cid, "turn_id": "cli-once"}
+    again = run_cli(stack_env, *args)
+    assert json.loads(again.stdout) == {
+        "conversation_id": cid,
+        "turn_id": "cli-once",
+        "replayed": True,
+    }
+    assert client.redis.smembers(client.keys.turn_ids(cid)) == {"cli-once"}
+    other = run_cli(stack_env, *args[:-1], "another prompt")
+    assert other.returncode == 1 and "another prompt" in other.stderr, other.stderr
+    alone = run_cli(stack_env, "submit", "--turn-id", "x1", "hi")
+    assert alone.returncode == 2 and "--turn-id needs --conversation" in alone.stderr

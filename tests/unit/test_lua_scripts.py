@@ -83,11 +83,12 @@ def test_a_call_with_more_or_fewer_inputs_than_declared_is_refused(
 ) -> None:
     from worker.lease import _RELEASE
 
+    args = ["token", "prefix:", "cid"]
     with pytest.raises(ValueError, match=r"lease_release\.lua takes keys"):
-        _RELEASE(real_redis, ["a", "b"], ["token"])
+        _RELEASE(real_redis, ["a", "b"], args)
     with pytest.raises(ValueError, match=r"lease_release\.lua takes keys"):
-        _RELEASE(real_redis, ["a", "b", "c"], [])
-    assert _RELEASE(real_redis, ["lease", "conversation", "inbox"], ["token"]) == 0
+        _RELEASE(real_redis, ["a", "b", "c"], args[:1])
+    assert _RELEASE(real_redis, ["lease", "conversation", "inbox"], args) == 0
 
 
 def test_the_loader_names_inputs_and_single_sourced_constants(real_redis: redis.Redis) -> None:
@@ -109,7 +110,7 @@ def test_inputs_given_by_name_come_out_in_the_declared_order() -> None:
 
     named = {"inbox": "i", "lease": "l", "conversation": "c", "events": "unused"}
     assert _RELEASE.keys_from(named) == ["l", "c", "i"]  # keys are picked from a larger set
-    assert _RELEASE.args_from({"token": "t"}) == ["t"]
+    assert _RELEASE.args_from({"cid": "c", "token": "t", "note_prefix": "p"}) == ["t", "p", "c"]
     with pytest.raises(ValueError, match=r"declares keys \['lease', 'conversation', 'inbox'\]"):
         _RELEASE.keys_from({"lease": "l", "conversation": "c"})
     with pytest.raises(ValueError, match="declares args"):

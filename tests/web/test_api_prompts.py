@@ -290,3 +290,26 @@ def test_bad_multipart_timeout_is_a_422(http: FlaskClient, submitter: dict[str, 
     form = {"text": "hi", "timeout_s": "soon"}
     response = _send(http, cid, submitter, data=form, content_type="multipart/form-data")
     assert response.status_code == 422 and "timeout_s" in response.get_data(as_text=True)
+
+
+def test_an_idempotency_key_makes_a_retried_prompt_queue_once(
+    http: FlaskClient, submitter: dict[str, str], svc: Services
+) -> None:
+    cid = new_conversation(http, submitter)
+    keyed = {**submitter, "Idempotency-Key": "order-42.try"}
+    first = _send(http, cid, keyed, json={"text": "ship order 42"})
+    assert first.status_code == 202 and "Idempotent-Replayed" not in first.headers
+    assert first.json["turn_id"] == "order-42.try"
+    again = _send(http, cid, keyed, json={"text": "ship order 42"})
+    assert again.status_code == 202 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.json == first.json and again.headers["Location"] == first.headers["Location"]
+    assert svc.redis.lrange(svc.keys.inbox(cid), 0, -1) == ["order-42.try"]  # queued once
+
+    other = _send(http, cid, keyed, json={"text": "ship order 43 instead"})
+    assert other.status_code == 409, other.text
+    assert "order-42.try" in other.json["error"]["message"]
+    assert _queued_prompt(svc, cid, "order-42.try").text == "ship order 42"  # unchanged
+    for bad in ("two words", "x" * 129, "a:{b}"):
+        refused = _send(http, cid, {**submitter, "Idempotency-Key": bad}, json={"text": "hi"})
+        assert refused.status_code == 422 and "Idempotency-Key" in refused.text, refused.text
+    assert svc.redis.llen(svc.keys.inbox(cid)) == 1  # nothing else queued

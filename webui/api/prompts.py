@@ -9,6 +9,7 @@ from flask import Blueprint, Response, request, url_for
 from shared.gate import check_conversation_owner
 from shared.models.content import Content, ContentPart, Media, as_content
 from shared.models.users import Role
+from shared.store.keys import check_id
 from webui.api.models import PromptAccepted, TurnView
 from webui.api.prompt_body import PromptBody
 from webui.api.replies import reply
@@ -56,6 +57,9 @@ def _multipart_prompt() -> Content:
 @requires(Role.SUBMITTER)
 @operation(
     "Send a prompt; it is validated, queued and run by a worker",
+    description="With an `Idempotency-Key` header (1-128 letters, digits, _ . -), the key is "
+    "the turn's id and a retry is safe: the same prompt under it again answers 202 with "
+    "`Idempotent-Replayed: true` and queues nothing; another prompt under it answers 409.",
     request=PromptBody,
     multipart=True,
     response=PromptAccepted,
@@ -71,10 +75,15 @@ def send(cid: str) -> Response:
     else:
         body = json_body(PromptBody)
         prompt, options = body.prompt(), body.options()
-    turn_id = svc.client.conversation(cid).send(prompt, **options)
-    location = url_for(".turn", cid=cid, turn_id=turn_id)
+    if key := request.headers.get("Idempotency-Key"):
+        options["turn_id"] = check_id(key, "Idempotency-Key")  # the turn's id
+    submission = svc.client.conversation(cid).submit(prompt, **options)
+    location = url_for(".turn", cid=cid, turn_id=submission.turn_id)
+    headers = {"Location": location}
+    if submission.replayed:  # a retry of an accepted prompt: the same answer, nothing queued
+        headers["Idempotent-Replayed"] = "true"
     return reply(
-        PromptAccepted(conversation_id=cid, turn_id=turn_id), 202, headers={"Location": location}
+        PromptAccepted(conversation_id=cid, turn_id=submission.turn_id), 202, headers=headers
     )
 
 

@@ -20,12 +20,18 @@
 -- ARGV[13] queue: the turns queue's key, for an `advance` ('' for none)
 -- ARGV[14] advance: the `advance` message for it
 -- Returns {'ok', the last event id} | {'not_found'} | {'not_owner'} | {'closed'} |
--- {'busy', the active turn} | {'archiving'}.
+-- {'busy', the active turn} | {'archiving'} | {'exists'} (a turn of that id took this very
+-- prompt: a sender's retry, nothing queued again) | {'conflict'} (it took another prompt).
 if redis.call('EXISTS', conversation_key) == 0 then return {'not_found'} end
 -- the archiver took it (shared/archive/): its snapshot must stay the whole conversation
 if redis.call('HEXISTS', conversation_key, 'archiving') == 1 then return {'archiving'} end
 if owner ~= '' and redis.call('HGET', conversation_key, 'owner') ~= owner then
   return {'not_owner'}
+end
+-- a turn id the sender chose (an idempotency key) that is taken already: its retry
+if redis.call('SISMEMBER', turn_ids_key, turn_id) == 1 then
+  if redis.call('HGET', turn_key, 'prompt') == prompt then return {'exists'} end
+  return {'conflict'}
 end
 if redis.call('HGET', conversation_key, 'closed') == '1' then return {'closed'} end
 local active = redis.call('HGET', conversation_key, 'active_turn') or ''
