@@ -1,7 +1,10 @@
-"""A TCP proxy in front of a Redis that can lose one reply: it passes a command on, lets
-Redis run it, then closes the client's connection instead of passing the reply back. The
-client sees the connection drop after its command was carried out, as after a network
-cut or a primary failing between its write and its answer."""
+"""A TCP proxy in front of a Redis that can lose one reply or one request.
+
+Losing a reply, it passes a command on, lets Redis run it, then closes the client's
+connection instead of passing the reply back: the connection drops after the command was
+carried out, as after a network cut or a primary failing between a write and its answer.
+Losing a request, it closes the connection without passing the command on: the write never
+happened, and the client cannot tell that either."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ class CuttingProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         self._armed: bytes | None = None
+        self._forward = True  # whether the armed command reaches Redis
         self.cuts = 0
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -30,7 +34,12 @@ class CuttingProxy:
     def cut_reply_to(self, marker: bytes) -> None:
         """The next command whose bytes hold `marker` runs, and its reply is lost."""
         with self._lock:
-            self._armed = marker
+            self._armed, self._forward = marker, True
+
+    def drop_request(self, marker: bytes) -> None:
+        """The next command whose bytes hold `marker` never reaches Redis."""
+        with self._lock:
+            self._armed, self._forward = marker, False
 
     def close(self) -> None:
         self._listener.close()
@@ -50,12 +59,14 @@ class CuttingProxy:
     def _upstream(self, client: socket.socket, server: socket.socket, cut: threading.Event) -> None:
         try:
             while data := client.recv(65536):
+                forward = True
                 with self._lock:
                     if self._armed is not None and self._armed in data:
-                        self._armed = None
+                        self._armed, forward = None, self._forward
                         self.cuts += 1
                         cut.set()
-                server.sendall(data)
+                if forward:
+                    server.sendall(data)
                 if cut.is_set():
                     time.sleep(0.1)  # Redis runs it; its reply is never passed on
                     break

@@ -267,7 +267,9 @@ class Runtime:
             lease=lease,
             writer=writer,
             history=self.stores.history(cid, max_history_size=limit),
-            tool_calls=ToolLedger(self.client, self.keys, cid, ReplicaWait.of(self.settings)),
+            tool_calls=ToolLedger(
+                self.client, self.keys, cid, ReplicaWait.of(self.settings), by=lease.token
+            ),
             notifications=self.notifications,
             batches=self.batches,
             checkpoint=self._checkpoint(turn.fields.get("checkpoint", ""), cid, str(tid)),

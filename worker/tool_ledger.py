@@ -7,24 +7,41 @@ is recorded under the id by the flush that writes its result step
 id is never run again: a redelivered leg reuses the
 recorded outcome, and a call claimed without one (the worker died while it ran) is
 reported to the model instead.
+
+A claim names the leg that made it (its lease token). A leg that loses its Redis connection
+settles its own claims when Redis answers again (`settle`, compare-and-set on that record):
+a claim whose tool never ran is withdrawn, so the next leg runs it; a tool that ran but whose
+result's flush was lost has its outcome recorded, so the next leg reuses it. Either way no
+call runs twice, and fewer read "effect unknown".
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import time
 from typing import Any
 
 import redis
 
-from shared.errors import CorruptRecord
+from shared.errors import CorruptRecord, StorageError
 from shared.models.steps import ToolCall
 from shared.store.connection import ReplicaWait, storage_errors
 from shared.store.keys import KeySpace
+from shared.store.lua import LuaScript
 from worker.tools import ToolOutcome
 
 __all__ = ["ToolLedger", "outcome_record"]
 
+log = logging.getLogger(__name__)
+
 _STARTED = json.dumps({"state": "started"})
+_SETTLE = LuaScript(
+    "worker", "tool_settle.lua", keys=["tool_results"], args=["call_id", "claimed", "outcome"]
+)
+# How long a leg that lost its connection keeps trying to settle its claims: a Sentinel
+# failover takes seconds.
+SETTLE_TRIES_S = (0.1, 0.3, 1.0, 2.0, 4.0)
 
 
 def outcome_record(outcome: ToolOutcome) -> str:
@@ -39,34 +56,64 @@ class ToolLedger:
     """The tool results hash of one conversation."""
 
     def __init__(
-        self, client: redis.Redis, keys: KeySpace, cid: str, wait: ReplicaWait | None = None
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        cid: str,
+        wait: ReplicaWait | None = None,
+        *,
+        by: str = "",
     ) -> None:
         self.client = client
         self.cid = cid
         self._key = keys.tool_results(cid)
         self._wait = wait  # replicas that must have a claim before its tool runs
+        self._started = json.dumps({"state": "started", "by": by}) if by else _STARTED
 
     def claim(self, call_id: str) -> bool:
         """Marks the call started; False when an earlier leg claimed it already. With a
         replica wait, the claim is on the replicas before the tool runs: a failover cannot
-        forget it and run the tool again."""
+        forget it and run the tool again. A claim that fails (the connection, the replicas)
+        is withdrawn before this raises, where Redis lets it: its tool has not run."""
         what = f"claiming tool call {call_id} of conversation {self.cid}"
+        try:
+            claimed, acknowledged = self._claim(call_id, what)
+            if self._wait is not None:
+                self._wait.check(acknowledged, what)
+        except StorageError:
+            self.settle(call_id, None)
+            raise
+        return claimed
+
+    def _claim(self, call_id: str, what: str) -> tuple[bool, Any]:
         with storage_errors(what):
             if self._wait is None:
-                return bool(self.client.hsetnx(self._key, call_id, _STARTED))
+                return bool(self.client.hsetnx(self._key, call_id, self._started)), None
             # one connection for the claim and its WAITs: WAIT counts its connection's writes
             pinned = redis.Redis(
                 connection_pool=self.client.connection_pool, single_connection_client=True
             )
             try:
-                claimed = pinned.hsetnx(self._key, call_id, _STARTED)
-                acknowledged = self._wait.patiently(pinned)
+                claimed = pinned.hsetnx(self._key, call_id, self._started)
+                return bool(claimed), self._wait.patiently(pinned)
             finally:
                 pinned.close()
-        # a claim short of its replicas fails the leg before the tool runs; a failover may
-        # keep it, and the call then reads as stopped with its effect unknown (never run twice)
-        self._wait.check(acknowledged, what)
-        return bool(claimed)
+
+    def settle(self, call_id: str, outcome: ToolOutcome | None) -> bool:
+        """After a lost connection: records `outcome` under this leg's own claim, or withdraws
+        the claim when the tool never ran (None), trying for a few seconds; True if settled.
+        A claim another leg holds or settled since is left alone."""
+        replacement = "" if outcome is None else outcome_record(outcome)
+        args = [call_id, self._started, replacement]
+        for pause in (0.0, *SETTLE_TRIES_S):
+            time.sleep(pause)
+            try:
+                with storage_errors(f"settling tool call {call_id} of conversation {self.cid}"):
+                    return bool(_SETTLE(self.client, [self._key], args))
+            except StorageError as exc:
+                last = exc
+        log.warning("tool call %s of %s stays unsettled: %s", call_id, self.cid, last)
+        return False
 
     def hold_for_input(self, call_id: str, state: str) -> None:
         """The claimed call stopped to ask a person (InputNeeded): it may run again, once."""

@@ -14,6 +14,7 @@ from enum import Enum
 from functools import partial
 from typing import Any
 
+from shared.errors import StorageError
 from shared.models.config import ToolPolicy
 from shared.models.events import ConversationStatus, StepEvent, TurnStatus
 from shared.models.steps import Step, StepStatus, ToolCall
@@ -260,13 +261,18 @@ def _write_result(
         conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
     )
     recorded = {call.id: outcome} if call.id else {}
-    leg.writer.write(
-        Flush(
-            steps=[step],
-            events=[event],
-            checkpoint=leg.saved_checkpoint(),
-            tool_results=recorded,
-            allow_tool=allow_tool,
+    try:
+        leg.writer.write(
+            Flush(
+                steps=[step],
+                events=[event],
+                checkpoint=leg.saved_checkpoint(),
+                tool_results=recorded,
+                allow_tool=allow_tool,
+            )
         )
-    )
+    except StorageError:
+        if call.id:  # the outcome is known here: under this leg's claim, for the next leg
+            leg.tool_calls.settle(call.id, outcome)
+        raise
     observe.tool_called(leg, call, counted, outcome.result if outcome.ok else outcome.error)

@@ -35,6 +35,24 @@ def test_async_chat_streams_and_completes(client: Client) -> None:
     assert turns == 2
 
 
+def test_async_send_under_a_turn_id_queues_once(client: Client) -> None:
+    async def scenario() -> tuple[str, str, str]:
+        async with AsyncClient(client.settings) as aclient:
+            conversation = await aclient.new_conversation()
+            first = await conversation.send("once, async", turn_id="async-once")
+            again = await conversation.send("once, async", turn_id="async-once")
+            with pytest.raises(Conflict, match="another prompt"):
+                await conversation.send("something else", turn_id="async-once")
+            response = await conversation.wait_for_turn("async-once", timeout=30)
+            return first, again, conversation.conversation_id + " " + response.text
+
+    first, again, found = run(scenario())
+    cid, text = found.split(" ", 1)
+    assert first == again == "async-once" and "once, async" in text
+    assert client.redis.smembers(client.keys.turn_ids(cid)) == {"async-once"}
+    assert client.redis.hget(client.keys.conversation(cid), "active_turn") in (None, "")
+
+
 def test_async_abort_and_validation(client: Client) -> None:
     async def scenario() -> list[StepType]:
         async with AsyncClient(client.settings) as aclient:

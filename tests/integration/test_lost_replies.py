@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,12 +18,13 @@ from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.notifications import Allow
 from shared.settings import Settings
 from tests.cutting_proxy import CuttingProxy
-from tests.stack import WorkerProcess, parked, run_cli
+from tests.stack import WorkerProcess, effect_prompt, parked, run_cli
 from worker.lease import Lease
 from worker.runtime import _CLAIM, Runtime
 from worker.writer import _FLUSH
 
 pytestmark = pytest.mark.integration
+EFFECT_TOOLS = True  # tests.effect_tools: record_effect writes a line per run
 
 CALC = 'call calculator {"expression": "6*7"}'
 
@@ -112,6 +114,39 @@ def test_a_flush_whose_reply_was_lost_is_written_once_and_the_turn_ends(
     _each_once(client, conversation.conversation_id)
     results = client.redis.hgetall(client.keys.tool_results(conversation.conversation_id))
     assert len(results) == 1 and '"ok": true' in next(iter(results.values()))
+
+
+def _ran(effects: Path, note: str) -> int:
+    lines = effects.read_text().splitlines() if effects.exists() else []
+    return sum(line.endswith(f" {note}") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("lose", "note"),
+    [
+        # the claim is made and its leg never hears so: withdrawn, the next leg runs the tool
+        (lambda proxy: proxy.cut_reply_to(b"HSETNX"), "claim-lost"),
+        # the flush carrying the result never arrives: the outcome is recorded for the next leg
+        (lambda proxy: proxy.drop_request(b'recorded\\": \\"result-lost'), "result-lost"),
+    ],
+)
+def test_a_tool_call_around_a_lost_connection_runs_once_and_its_result_is_known(
+    client: Client,
+    proxy: CuttingProxy,
+    worker: WorkerProcess,
+    effects: Path,
+    lose: Callable[[CuttingProxy], None],
+    note: str,
+) -> None:
+    conversation = client.new_conversation(allow_all=True)
+    cuts = proxy.cuts
+    lose(proxy)
+    turn = conversation.send(effect_prompt(note))
+    response = conversation.wait_for_turn(turn, timeout=60)
+    assert proxy.cuts == cuts + 1, "nothing was lost"
+    assert f'"recorded": "{note}"' in response.text, response.text  # not "effect unknown"
+    assert _ran(effects, note) == 1
+    _each_once(client, conversation.conversation_id)
 
 
 def test_a_claim_whose_reply_was_lost_runs_the_turn_once(
