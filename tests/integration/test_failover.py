@@ -198,6 +198,9 @@ def test_killing_the_primary_mid_batch_loses_no_prompt_approval_or_tool_call(
             # unknown, and is never run again; every other call ran once and returned
             if result not in unknown:
                 assert runs[note] == 1 and f'"recorded": "{note}"' in result["text"], result
-        assert len(unknown) < ITEMS // 2, unknown  # only calls around the failover
+        # a leg that only lost its connection settles its claim once the new primary answers
+        # (none of 24 unknown in five runs here; a failover slower than the settle's few
+        # seconds of tries leaves its calls unknown, never run twice)
+        assert len(unknown) < ITEMS // 2, unknown
         settled = Counter(resolved)
         assert all(count == 1 for count in settled.values()), settled  # none resolved twice
