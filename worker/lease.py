@@ -104,7 +104,7 @@ class Lease:
                 "inbox": self._keys.inbox(self.cid),
             }
         )
-        args = [self.token, self._keys.conversation_prefix(self.cid) + "notification:", self.cid]
+        args = [self.token, self._keys.notification_prefix(self.cid), self.cid]
         with storage_errors(f"releasing the lease of conversation {self.cid}"):
             return bool(_RELEASE(self.client, keys, args))
 

@@ -23,7 +23,7 @@ from shared.models.events import ConversationStatus
 from shared.models.notifications import Notification, NotificationStatus
 from shared.settings import Settings
 from shared.store.bundle import Stores
-from shared.store.connection import ReplicaWait, storage_errors
+from shared.store.connection import ReplicaWait, connection_lost, storage_errors
 from shared.store.emit import EMIT_LUA
 from shared.store.lua import LuaScript
 from shared.store.policy import ToolInfo
@@ -136,7 +136,7 @@ class Runtime:
                     return "waiting for a place"
                 claim = self._claim(cid, "", admitted=True)
         except StorageError as exc:
-            if not _connection_lost(exc) or self.send_advance_later is None:
+            if not connection_lost(exc) or self.send_advance_later is None:
                 raise
             # the claim may have been carried out, its lease held by a token this leg never
             # learned: the next leg comes once that lease has lapsed, not after a sweep
@@ -161,7 +161,7 @@ class Runtime:
             log.warning("conversation %s: lease lost; another worker continues", cid)
             return "lost"
         except StorageError as exc:
-            if not _connection_lost(exc):
+            if not connection_lost(exc):
                 raise
             # Redis went away mid-leg (a cut, a failover), maybe after carrying out the write
             # whose answer was lost: the next leg resumes from what Redis holds, at once
@@ -219,7 +219,7 @@ class Runtime:
             "turn_prefix": self.keys.turn(cid, "x")[:-1],
             "token": token,
             "ttl_ms": self.settings.lease_ttl_ms,
-            "note_prefix": self.keys.notification(f"{cid}.x")[:-1],
+            "note_prefix": self.keys.notification_prefix(cid),
             "cid": cid,
             "maxlen": self.settings.stream_maxlen,
             "events_ttl_ms": self.settings.events_ttl_s * 1000,
@@ -345,9 +345,3 @@ class _QueuingAdvancer(_Advancer):
     ) -> None:
         super().__init__(send_advance)
         self.queued_advance = queue_advance
-
-
-def _connection_lost(exc: StorageError) -> bool:
-    """Whether a Redis failure was the connection's (worth a new leg at once), not a
-    refusal that the same leg would meet again (a script error, a full memory)."""
-    return isinstance(exc.__cause__, (redis.ConnectionError, redis.TimeoutError))

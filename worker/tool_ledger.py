@@ -26,7 +26,7 @@ import redis
 
 from shared.errors import CorruptRecord, StorageError
 from shared.models.steps import ToolCall
-from shared.store.connection import ReplicaWait, storage_errors
+from shared.store.connection import ReplicaWait, connection_lost, storage_errors
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript
 from worker.tools import ToolOutcome
@@ -112,6 +112,8 @@ class ToolLedger:
                     return bool(_SETTLE(self.client, [self._key], args))
             except StorageError as exc:
                 last = exc
+                if not connection_lost(exc):  # a refusal: trying again changes nothing
+                    break
         log.warning("tool call %s of %s stays unsettled: %s", call_id, self.cid, last)
         return False
 

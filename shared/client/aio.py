@@ -119,7 +119,7 @@ class AsyncConversation:
         return store.parse_get(self.conversation_id, results)
 
     async def _submit(self, content: Prompt, options: dict[str, Any]) -> tuple[str, str]:
-        """`Conversation._submit`: `turn_id` in `options` makes a retry safe."""
+        """`Conversation.submit`: `turn_id` in `options` makes a retry safe."""
         chosen = options.pop("turn_id", None)
         checked = prompt_options(**options)
         prompt = validate_prompt(content, self.client.settings)

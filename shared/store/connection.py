@@ -247,3 +247,10 @@ def storage_errors(action: str) -> Iterator[None]:
         yield
     except redis.RedisError as exc:
         raise StorageError(f"{action}: {exc.__class__.__name__}: {exc}") from exc
+
+
+def connection_lost(exc: StorageError) -> bool:
+    """Whether a Redis failure was the connection's (a cut, a failover: worth trying again
+    once Redis answers), not a refusal the same write would meet again (a script error, a
+    full memory)."""
+    return isinstance(exc.__cause__, (redis.ConnectionError, redis.TimeoutError))

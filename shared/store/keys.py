@@ -158,6 +158,11 @@ class KeySpace:
             )
         return self._conv(cid, f"notification:{suffix}")
 
+    def notification_prefix(self, cid: str) -> str:
+        """What a notification key of `cid` is before its suffix, for scripts that read the
+        one a conversation is parked on (`parked_on` holds ``<cid>.<suffix>``)."""
+        return self._conv(cid, "notification:")
+
     def conversation_notifications(self, cid: str) -> str:
         """STREAM delivering this conversation's notifications (consumer groups read it)."""
         return self._conv(cid, "notifications")
