@@ -57,6 +57,15 @@ def freeze(pid: int) -> None:
     raise AssertionError(f"process {pid} did not stop")
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process under `pid`, deepest first (read from /proc, Linux's thread `children`)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += [*descendants(int(child)), int(child)]
+    return found
+
+
 def terminate(process: subprocess.Popen[bytes] | None) -> None:
     """SIGTERM, then SIGKILL if the process has not exited in 15 s."""
     if process is None:
@@ -108,8 +117,11 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")
 
     def freeze(self) -> None:
+        """Stops the Celery workers as well as `signoff worker` itself: they are its children,
+        in process groups of their own, and run the legs."""
         assert self.process is not None
-        freeze(self.process.pid)
+        for pid in [*descendants(self.process.pid), self.process.pid]:
+            freeze(pid)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no acknowledgement, like a machine going away."""
