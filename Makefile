@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 # llama.cpp (for the real-model tests) compiles from source; a native build crashed on our machines.
 LLAMA_FLAGS := CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON"
 
-.PHONY: run test test-rabbitmq test-long lint bench faults fuzz fuzz-quick install clean docs lock system-run system-test
+.PHONY: run test test-rabbitmq test-cluster test-long lint bench faults fuzz fuzz-quick install clean docs lock system-run system-test
 
 system-run:
 	@bash .ci/system-packages run
@@ -39,12 +39,17 @@ run: system-run $(RUN_STAMP)
 # the suite is mostly waiting on real processes, and two cores keep both busy. The tests with
 # RabbitMQ as the broker (marker `rabbitmq`) have a target of their own, which CI runs too.
 test: system-test $(TEST_STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not rabbitmq and not long"
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not rabbitmq and not cluster and not long"
 
 # RabbitMQ as Celery's broker, state in Redis: the machine's RabbitMQ (started by
 # .ci/system-packages when it does not answer), a vhost per module, made and deleted.
 test-rabbitmq: system-test $(TEST_STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile -m rabbitmq
+
+# State on a real three-primary Redis Cluster (started by the tests, `redis-server
+# --cluster-enabled` on free ports), Celery's broker on a Redis of its own (marker `cluster`).
+test-cluster: system-test $(TEST_STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadfile -m cluster
 
 # The long runs against the real model (docs/real-model.md): 100 turns at a 4,096-token context.
 test-long: system-test $(TEST_STAMP)

@@ -87,7 +87,7 @@ def _registered(settings: Settings, request: McpServerRequest) -> tuple[McpPool,
     with SignoffClient(settings) as client:
         store = McpServerStore(client.redis, client.keys)
         store.add(request, actor="bench", replace=True)
-    pool = McpPool(settings, McpServerStore(connect(settings), KeySpace(settings.key_prefix)))
+    pool = McpPool(settings, McpServerStore(connect(settings), KeySpace.of(settings)))
     server = pool.refresh(request.name)
     assert server is not None and server.offered(), server
     return pool, server

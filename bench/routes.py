@@ -115,7 +115,7 @@ def _file(settings: Settings, count: int, run: str) -> dict[str, float]:
             )
             for key, members in index_commands(keys, note):
                 pipe.zadd(key, members)
-            pipe.xadd(keys.notification_stream(), DeliveryEntry.interaction(note).fields())  # type: ignore[arg-type]
+            pipe.xadd(keys.notification_stream(0), DeliveryEntry.interaction(note).fields())  # type: ignore[arg-type]
             pipe.execute()
         time.sleep(PACE_S)
     return started

@@ -27,6 +27,7 @@ from shared.errors import SettingsError, SignoffError
 from shared.settings import Settings, load_settings
 from shared.store.connection import connect
 from shared.store.keys import KeySpace
+from shared.store.sharded import zset_count, zset_page, zset_total
 from shared.store.task_outbox import TaskOutbox
 
 __all__ = ["Check", "Level", "doctor", "run_checks"]
@@ -140,14 +141,15 @@ DAY_S = 86_400.0
 def check_memory(client: redis.Redis, settings: Settings, info: dict[str, Any]) -> Check:
     """Memory per conversation (the newest ones measured) and, at the last day's rate of new
     conversations less archived ones, when Redis fills."""
-    archiver = Archiver(client, KeySpace(settings.key_prefix), settings)
+    archiver = Archiver(client, KeySpace.of(settings), settings)
     keys, now = archiver.keys, time.time()
+    indexes, archives = keys.every_shard(keys.conversations), keys.every_shard(keys.archived)
     try:
-        total = int(client.zcard(keys.conversations()))
-        newest = [str(c) for c in client.zrevrange(keys.conversations(), 0, MEMORY_SAMPLE - 1)]
+        total = zset_total(client, indexes)
+        newest = [cid for cid, _ in zset_page(client, indexes, 0, MEMORY_SAMPLE)]
         sizes = [_conversation_bytes(client, archiver.key_names(cid)) for cid in newest]
-        created = int(client.zcount(keys.conversations(), now - DAY_S, now))
-        archived = int(client.zcount(keys.archived(), now - DAY_S, now))
+        created = zset_count(client, indexes, now - DAY_S, now)
+        archived = zset_count(client, archives, now - DAY_S, now)
     except (redis.RedisError, SignoffError) as exc:
         return Check("memory", Level.WARN, f"could not be measured: {exc}")
     used = int(info.get("used_memory", 0))
@@ -213,7 +215,10 @@ def check_broker(client: redis.Redis, settings: Settings) -> Check:
     finally:
         sender.close()
     try:
-        waiting = TaskOutbox(client, KeySpace(settings.key_prefix), lease_ms=0).waiting()
+        keys = KeySpace.of(settings)
+        waiting = sum(
+            TaskOutbox(client, keys, shard, lease_ms=0).waiting() for shard in keys.all_shards()
+        )
     except SignoffError as exc:
         return Check("broker", Level.WARN, f"{described(settings)}; outbox unread: {exc}")
     if waiting > OUTBOX_BACKLOG:
@@ -247,7 +252,7 @@ def check_workers(settings: Settings) -> Check:
 
 def check_scheduler(client: redis.Redis, settings: Settings) -> Check:
     """A recent heartbeat from the sweep that `signoff beat` schedules (the key expires)."""
-    key = KeySpace(settings.key_prefix).heartbeat("beat")
+    key = KeySpace.of(settings).heartbeat("beat")
     try:
         raw = client.get(key)
     except redis.RedisError as exc:

@@ -131,9 +131,7 @@ def main() -> int:
         "SIGNOFF_MCP_ALLOWED_HOSTS": "0.0.0.0/0,::/0",
     }
     settings = Settings(redis_url=env["SIGNOFF_REDIS_URL"], key_prefix=env["SIGNOFF_KEY_PREFIX"])
-    token = TokenStore(connect(settings), KeySpace(settings.key_prefix)).create(
-        "fuzz", Role.OPERATOR
-    )
+    token = TokenStore(connect(settings), KeySpace.of(settings)).create("fuzz", Role.OPERATOR)
     processes = _serve(env, work)
     base = f"http://127.0.0.1:{port}"
     try:

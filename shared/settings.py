@@ -82,6 +82,7 @@ class SmtpSecurity(str, Enum):
     NONE = "none"
 
 
+DEFAULT_CLUSTER_SHARDS = 12
 BROKER_SCHEMES = ("amqp", "amqps", "redis", "rediss", "unix")  # RabbitMQ, or a Redis of its own
 
 
@@ -103,6 +104,21 @@ class Settings(BaseSettings):
         "persistent messages, native delayed delivery); a redis:// URL, on a Redis of their own. "
         "A broker apart from the state Redis receives the tasks that state writes ask for "
         "through an outbox in the state Redis, relayed by the workers and `signoff beat`.",
+    )
+    redis_cluster: bool = Field(
+        False,
+        description="SIGNOFF_REDIS_URL names a node of a Redis Cluster (any one): state is "
+        "spread over SIGNOFF_STATE_SHARDS shards, each on one slot. Celery's broker must then "
+        "be apart (SIGNOFF_BROKER_URL): its Redis transport cannot use a cluster.",
+    )
+    state_shards: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="How many shards a cluster's state is spread over (a conversation and its "
+        "shard's copies of the global indexes share a slot). Fixed for a deployment's life: "
+        "conversations are found by it. 0: 1 on one Redis, 12 on a cluster (even over 1, 2, "
+        "3, 4, 6 or 12 primaries).",
     )
     redis_sentinels: str = Field(
         "",
@@ -611,8 +627,10 @@ class Settings(BaseSettings):
 
     @field_validator("redis_sentinels")
     @classmethod
-    def _sentinel_addresses(cls, value: str) -> str:
+    def _sentinel_addresses(cls, value: str, info: ValidationInfo) -> str:
         sentinel_addresses(value)  # raises ValueError naming a malformed one
+        if value and info.data.get("redis_cluster"):
+            raise ValueError("a Redis Cluster fails over by itself: unset SIGNOFF_REDIS_SENTINELS")
         return value
 
     @field_validator("archive_url")
@@ -627,6 +645,21 @@ class Settings(BaseSettings):
     def _archive_endpoint(cls, value: str) -> str:
         if value and value.partition("://")[0].lower() not in ("http", "https"):
             raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @property
+    def shards(self) -> int:
+        """The state shards in effect (`state_shards`, or its default)."""
+        return self.state_shards or (DEFAULT_CLUSTER_SHARDS if self.redis_cluster else 1)
+
+    @field_validator("redis_cluster")
+    @classmethod
+    def _cluster_broker_apart(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and not info.data.get("broker_url"):
+            raise ValueError(
+                "a Redis Cluster cannot be Celery's broker: set SIGNOFF_BROKER_URL to RabbitMQ "
+                "(amqp://...) or to a Redis of its own"
+            )
         return value
 
     @field_validator("broker_url")

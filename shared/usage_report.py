@@ -125,6 +125,17 @@ def parse_day(fields: dict[str, str], *, scopes: bool = False) -> dict[str, Usag
     return {model: UsageMetadata(**counters) for model, counters in sorted(counts.items())}
 
 
+def _across_shards(shards: list[dict[str, str]]) -> dict[str, str]:
+    """One day's usage hash from its shards' copies (counters add up)."""
+    if len(shards) == 1:
+        return shards[0]
+    total: dict[str, int] = {}
+    for raw in shards:
+        for name, value in raw.items():
+            total[name] = total.get(name, 0) + int(value)
+    return {name: str(value) for name, value in total.items()}
+
+
 def read_usage_report(
     client: redis.Redis, keys: KeySpace, *, start: date, end: date, today: date | None = None
 ) -> UsageReport:
@@ -132,8 +143,11 @@ def read_usage_report(
     days = covered_days(start, end, today=today or datetime.now(UTC).date())
     with storage_errors("reading usage by day"), client.pipeline(transaction=False) as pipe:
         for day in days:
-            pipe.hgetall(keys.usage_by_day(day.isoformat()))
-        raw_days = pipe.execute()
+            for shard in keys.all_shards():
+                pipe.hgetall(keys.usage_by_day(day.isoformat(), shard))
+        replies = pipe.execute()
+    step = keys.shards
+    raw_days = [_across_shards(replies[n : n + step]) for n in range(0, len(replies), step)]
     return UsageReport(
         start=start,
         end=end,

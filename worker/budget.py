@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from shared.models.budgets import BudgetKind
 from shared.models.prices import Price
@@ -27,7 +28,7 @@ RESERVE_SCRIPT = LuaScript(
     "worker",
     "reserve.lua",
     keys=["prices", *(f"limit.{s}" for s in SCOPES), *(f"spend.{s}" for s in SCOPES), "pause"],
-    args=["price_field", "prompt_tokens", "max_output", "active", "day_ttl_s"],
+    args=["price_field", "prompt_tokens", "max_output", "active", "day_ttl_s", "price_given"],
 )
 _DAY_TTL_S = 3 * 86_400
 _UNITS = {"tokens": "tokens", "micros": "cost", "unpriced": "cost"}
@@ -67,20 +68,73 @@ def reserve(leg: Leg, request: ModelRequest) -> Reservation:
         spends.append(store.spend_key(kind, name, day))
     config = leg.config
     cap = request.settings.max_output_tokens or leg.settings.max_output_tokens or 4096
-    keys = [leg.prices.keys.prices(), *limits, *spends, leg.prices.keys.rate_pause(config.provider)]
-    args = [
-        f"{config.provider}/{request.model}",
-        estimate_tokens(request.messages),
-        cap,
-        json.dumps(active),
-        _DAY_TTL_S,
-    ]
-    reply = RESERVE_SCRIPT(leg.prices.client, keys, args)
+    shard = store.keys.shard_of(leg.cid)
+    pause = store.keys.rate_pause_copy(config.provider, shard)
+    args = [f"{config.provider}/{request.model}", estimate_tokens(request.messages), cap]
+    if store.keys.shards == 1:
+        keys = [store.keys.prices_copy(shard), *limits, *spends, pause]
+        reply = RESERVE_SCRIPT(leg.prices.client, keys, [*args, json.dumps(active), _DAY_TTL_S, ""])
+    else:
+        reply = _reserve_by_slot(leg, store, limits, spends, active, args, pause)
     if not reply[0]:
         raise BudgetRefused(_refusal(names, *reply[1:]))
     price = None if not reply[1] else Price.model_validate_json(reply[1])
     spend_keys = {scope: spends[SCOPES.index(scope)] for scope in active}
     return Reservation(active, spend_keys, int(reply[2]), int(reply[3]), price, int(reply[4]))
+
+
+def _reserve_by_slot(
+    leg: Leg,
+    store: BudgetStore,
+    limits: list[str],
+    spends: list[str],
+    active: tuple[str, ...],
+    args: list[Any],
+    pause: str,
+) -> list[Any]:
+    """On a cluster: the conversation's own budget first, in its slot (reading the price and
+    the pause there), then each other scope in its own slot, in the fixed order of `SCOPES`.
+    A scope that refuses gives back what the earlier ones reserved; a crash in between
+    leaves a reservation that its day's key expires with (a batch's stays)."""
+    shard = store.keys.shard_of(leg.cid)
+    conversation = limits[0]
+    first = RESERVE_SCRIPT(
+        leg.prices.client,
+        [store.keys.prices_copy(shard), *[conversation] * 4, spends[0], *[conversation] * 3, pause],
+        [*args, json.dumps(["conversation"]), _DAY_TTL_S, ""],
+    )
+    if not first[0]:
+        return list(first)
+    price, taken = first[1] or "none", [spends[0]]
+    for scope in active[1:]:
+        n = SCOPES.index(scope)
+        keys = [limits[n], *_one_scope(n, limits[n], spends[n]), limits[n]]
+        reply = RESERVE_SCRIPT(
+            leg.prices.client, keys, [*args, json.dumps([scope]), _DAY_TTL_S, price]
+        )
+        if not reply[0]:
+            _give_back(leg, taken, int(first[2]), int(first[3]))
+            return list(reply)
+        taken.append(spends[n])
+    return list(first)
+
+
+def _one_scope(n: int, limit: str, spend: str) -> list[str]:
+    """reserve.lua's limit and spend keys with scope `n`'s in place and its own key in the
+    others' (unread: the call names one scope active), so that every key is in one slot."""
+    limits = [limit] * len(SCOPES)
+    spends = [spend] * len(SCOPES)
+    limits[n], spends[n] = limit, spend
+    return [*limits, *spends]
+
+
+def _give_back(leg: Leg, taken: list[str], tokens: int, micros: int) -> None:
+    with leg.prices.client.pipeline(transaction=False) as pipe:
+        for key in taken:
+            pipe.hincrby(key, "reserved:tokens", -tokens)
+            if micros:
+                pipe.hincrby(key, "reserved:micros", -micros)
+        pipe.execute()
 
 
 def _refusal(names: dict[str, str | None], scope: str, unit: str, limit: str, used: int) -> str:

@@ -140,6 +140,28 @@ class DeltaFlusher:
             )
 
     def _send(self, taken: list[tuple[DeltaSource, DeltaEntry]]) -> list[str]:
+        """One script call for every conversation of a shard, all in one round trip (one
+        shard on one Redis; on a cluster a call may touch one slot, so one per shard)."""
+        by_shard: dict[int, list[int]] = {}
+        for n, (source, _) in enumerate(taken):
+            by_shard.setdefault(self._keys.shard_of(source.cid), []).append(n)
+        calls = [self._call([taken[n] for n in group]) for group in by_shard.values()]
+        with storage_errors(f"writing the streamed deltas of {len(taken)} conversations"):
+            if len(calls) == 1:
+                answers = [_DELTAS(self.client, *calls[0])]
+            else:
+                with self.client.pipeline(transaction=False) as pipe:
+                    for keys, args in calls:
+                        _DELTAS.queue(pipe, keys, args)
+                    answers = pipe.execute()
+        self.round_trips += 1
+        replies = [""] * len(taken)
+        for group, answer in zip(by_shard.values(), answers, strict=True):
+            for n, reply in zip(group, answer, strict=True):
+                replies[n] = str(reply)
+        return replies
+
+    def _call(self, taken: list[tuple[DeltaSource, DeltaEntry]]) -> tuple[list[str], list[str]]:
         keys: list[str] = []
         for source, _ in taken:
             cid = source.cid
@@ -150,7 +172,4 @@ class DeltaFlusher:
             channel=self._channel,
             entries=[entry for _, entry in taken],
         )
-        with storage_errors(f"writing the streamed deltas of {len(taken)} conversations"):
-            replies = _DELTAS(self.client, keys, [args.model_dump_json()])
-        self.round_trips += 1
-        return [str(reply) for reply in replies]
+        return keys, [args.model_dump_json()]

@@ -110,16 +110,42 @@ def app_publisher(app: Celery) -> Publish:
     return publish
 
 
-def relay_for(app: Celery, settings: Settings) -> Relay:
-    """A relay on a Redis connection of its own (it blocks on the outbox a second at a time)."""
-    outbox = TaskOutbox(connect(settings), KeySpace(settings.key_prefix), lease_ms=LEASE_MS)
-    return Relay(outbox, app_publisher(app))
+class ShardRelays:
+    """The relays of a deployment of several state shards, one outbox each: each runs in a
+    thread of its own, blocking on its own outbox (a cluster has no wait across slots)."""
+
+    def __init__(self, relays: list[Relay]) -> None:
+        self.relays = relays
+
+    def run(self, stop: threading.Event) -> None:
+        threads = [
+            threading.Thread(target=r.run, args=(stop,), name=f"task-relay-{n}", daemon=True)
+            for n, r in enumerate(self.relays[1:], start=1)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            self.relays[0].run(stop)
+        finally:
+            for thread in threads:
+                thread.join(timeout=WAIT_S + STOP_WAIT_S)
+
+
+def relay_for(app: Celery, settings: Settings) -> Relay | ShardRelays:
+    """A relay per state shard, each on a Redis connection of its own (it blocks on its
+    outbox a second at a time)."""
+    keys = KeySpace.of(settings)
+    relays = [
+        Relay(TaskOutbox(connect(settings), keys, shard, lease_ms=LEASE_MS), app_publisher(app))
+        for shard in keys.all_shards()
+    ]
+    return relays[0] if len(relays) == 1 else ShardRelays(relays)
 
 
 class RelayThread:
     """Runs a `Relay` in a daemon thread (a greenlet in a gevent worker)."""
 
-    def __init__(self, relay: Relay) -> None:
+    def __init__(self, relay: Relay | ShardRelays) -> None:
         self.relay = relay
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -144,6 +170,6 @@ class RelayStep(LoopStep):
     thread_name = "task-relay"
     stop_wait_s = WAIT_S + STOP_WAIT_S
 
-    def make_loop(self, app: Any) -> Relay:
-        relay: Relay = app.signoff_relay()
+    def make_loop(self, app: Any) -> Relay | ShardRelays:
+        relay: Relay | ShardRelays = app.signoff_relay()
         return relay

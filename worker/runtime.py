@@ -23,7 +23,7 @@ from shared.models.events import ConversationStatus
 from shared.models.notifications import Notification, NotificationStatus
 from shared.settings import Settings
 from shared.store.bundle import Stores
-from shared.store.connection import ReplicaWait, connection_lost, storage_errors
+from shared.store.connection import ReplicaWait, connect, connection_lost, storage_errors
 from shared.store.emit import EMIT_LUA
 from shared.store.lua import LuaScript
 from shared.store.policy import ToolInfo
@@ -108,8 +108,8 @@ class Runtime:
         self.notifications = self.stores.notifications
         self.policies = self.stores.policies
         self.limiter = RateLimiter(client, self.keys, settings.rate_limits)
-        self.deltas = DeltaFlusher(_own_connection(client), self.keys, settings)
-        self.renew_client = _own_connection(client)  # the lease renewer's thread's alone
+        self.deltas = DeltaFlusher(_own_connection(client, settings), self.keys, settings)
+        self.renew_client = _own_connection(client, settings)  # the lease renewer's alone
         self.batches = self.stores.batches
         self.sweeper = Sweeper(
             client, self.keys, settings, batches=self.batches, send_advance=send_advance
@@ -213,7 +213,7 @@ class Runtime:
             "lease": self.keys.lease(cid),
             "fence": self.keys.fence(cid),
             "events": self.keys.events(cid),
-            "policy_rules": self.keys.policy_rules(),
+            "policy_rules": self.keys.policy_rules_copy(self.keys.shard_of(cid)),
         }
         args = {
             "turn_prefix": self.keys.turn(cid, "x")[:-1],
@@ -316,8 +316,11 @@ class Runtime:
         return self.sweeper.sweep()
 
 
-def _own_connection(client: redis.Redis) -> redis.Redis:
-    """A client of one connection to `client`'s server, for a thread that never waits on a pool."""
+def _own_connection(client: redis.Redis, settings: Settings) -> redis.Redis:
+    """A client of one connection to `client`'s server, for a thread that never waits on a pool
+    (on a cluster, a client of its own: one connection per node)."""
+    if settings.redis_cluster:
+        return connect(settings)
     kwargs = client.connection_pool.connection_kwargs
     pool = redis.ConnectionPool(
         connection_class=client.connection_pool.connection_class, max_connections=1, **kwargs

@@ -127,7 +127,7 @@ class ToolLedger:
         """Claims a call held for input again; its state, or None when it is not held."""
         with (
             storage_errors(f"resuming tool call {call_id} of conversation {self.cid}"),
-            self.client.pipeline() as pipe,
+            self.client.pipeline(transaction=True) as pipe,
         ):
             while True:
                 try:

@@ -22,6 +22,7 @@ from shared.errors import Conflict
 from shared.models.events import ConversationStatus, StatusEvent, TurnStatus
 from shared.models.steps import Step
 from shared.settings import Settings
+from shared.store.budgets import settle_apart
 from shared.store.connection import storage_errors
 from shared.store.emit import EMIT_LUA, encode_event
 from shared.store.history import HISTORY_SCRIPT_KEYS, HISTORY_WRITE_LUA, HistoryWrite
@@ -170,6 +171,8 @@ class Writer:
         self.on_flush: Callable[[Flush], None] | None = None  # called after each written flush
         self.written: list[Step] = []  # steps this writer appended, in order
         self.failures_kept = FAILURES_KEPT
+        self._shard = keys.shard_of(cid)
+        unset = "" if keys.shards == 1 else keys.conversation(cid)
         turn_key = keys.turn(cid, turn_id)
         named = {
             "lease": keys.lease(cid),
@@ -182,11 +185,12 @@ class Writer:
             **{f"history.{name}": key for name, key in keys.history_by_name(cid).items()},
             "inbox": keys.inbox(cid),
             "day_usage": "",
-            "all_deliveries": keys.notification_stream(),
-            "webhook_endpoints": keys.webhook_endpoints(),
-            "webhook_outbox": keys.webhook_outbox(),
-            "failures": keys.failures(),
-            **{f"spend.{scope}": "" for scope in _SPEND_KEYS},
+            "all_deliveries": keys.notification_stream(self._shard),
+            "webhook_endpoints": keys.webhook_endpoints_copy(self._shard),
+            "webhook_outbox": keys.webhook_outbox(self._shard),
+            "failures": keys.failures(self._shard),
+            # unset: "" on one Redis; a key of the conversation's slot (unread) on a cluster
+            **{f"spend.{scope}": unset for scope in _SPEND_KEYS},
         }
         self._script_keys = _FLUSH.keys_from(named)
         self._maxlen = str(settings.stream_maxlen)
@@ -198,19 +202,26 @@ class Writer:
 
     def write(self, flush: Flush) -> FlushResult:
         keys = list(self._script_keys)
-        keys[_DAY_USAGE_KEY] = self._keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
+        day = time.strftime("%Y-%m-%d", time.gmtime())
+        keys[_DAY_USAGE_KEY] = self._keys.usage_by_day(day, self._shard)
         if flush.notification is not None:
             keys[_NOTIFICATION_KEY] = self._keys.notification(flush.notification.id)
-        settle = self._settle
-        if settle is not None:
+        settle, apart = self._settle, {}
+        if settle is not None and self._keys.shards > 1:
+            # a cluster: the scopes outside the conversation's slot are settled after it
+            apart = {scope: key for scope, key in settle[1].items() if scope in _SPEND_KEYS}
+        elif settle is not None:
             for scope, key in settle[1].items():
                 if scope in _SPEND_KEYS:
                     keys[_SPEND_KEYS[scope]] = key
+        args = self._args(flush, in_slot=set(settle[0]["scopes"]) - set(apart) if settle else None)
         with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
-            reply = self._send(keys, self._args(flush).model_dump_json(exclude_none=True), flush)
+            reply = self._send(keys, args.model_dump_json(exclude_none=True), flush)
         self.round_trips += 1
         if reply[0] == "fenced":
             raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
+        if settle is not None and apart:
+            settle_apart(self.client, settle[0], apart.values())
         if settle is not None and settle is self._settle:
             self._settle = None
         self.next_position = int(reply[1]) + len(flush.steps)
@@ -241,8 +252,12 @@ class Writer:
         if self.on_flush is not None:
             self.on_flush(flush)
 
-    def _args(self, flush: Flush) -> FlushArgs:
+    def _args(self, flush: Flush, *, in_slot: set[str] | None = None) -> FlushArgs:
+        """The script's argument; `in_slot`: the scopes of the settlement it writes (all)."""
         status = flush.conversation_status
+        settle = None if self._settle is None else dict(self._settle[0])
+        if settle is not None and in_slot is not None:
+            settle["scopes"] = [scope for scope in settle["scopes"] if scope in in_slot]
         return FlushArgs(
             token=self.token,
             turn_id=self.turn_id,
@@ -263,7 +278,7 @@ class Writer:
             release_if_idle=flush.end is not None,
             usage_model=self.model,
             usage_scopes=self.usage_scopes,
-            settle=None if self._settle is None else self._settle[0],
+            settle=settle,
             failed=self._failure(flush),
             status_if_closed=(
                 self._status_change(ConversationStatus.CLOSED)

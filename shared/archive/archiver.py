@@ -38,6 +38,7 @@ from shared.settings import Settings
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace, check_id
 from shared.store.lua import LuaScript
+from shared.store.sharded import zset_page
 
 __all__ = ["ArchivePass", "Archiver"]
 
@@ -117,10 +118,8 @@ class Archiver:
     def _page(self, start: int) -> list[tuple[str, ConversationConfig | None]]:
         """A page of the conversations index (oldest first), each with its config."""
         with storage_errors("listing conversations to archive"):
-            ids = [
-                str(c)
-                for c in self.client.zrange(self.keys.conversations(), start, start + PAGE - 1)
-            ]
+            indexes = self.keys.every_shard(self.keys.conversations)
+            ids = [cid for cid, _ in zset_page(self.client, indexes, start, PAGE, newest=False)]
             with self.client.pipeline(transaction=False) as pipe:
                 for cid in ids:
                     pipe.hget(self.keys.conversation(cid), "config")
@@ -225,11 +224,12 @@ class Archiver:
                 return False
             pipe.multi()
             pipe.delete(*[prefix + str(d["name"]) for d in dumps])
-            for index in (self.keys.conversations(), self.keys.failures(), self.keys.active()):
-                pipe.zrem(index, cid)
+            shard = self.keys.shard_of(cid)
+            for index in (self.keys.conversations, self.keys.failures, self.keys.active):
+                pipe.zrem(index(shard), cid)
             if notes and notes[0]:
                 pipe.zrem(self.keys.notifications_all(), *notes[0])
-            pipe.zadd(self.keys.archived(), {cid: time.time()})
+            pipe.zadd(self.keys.archived(shard), {cid: time.time()})
             try:
                 pipe.execute()
             except redis.WatchError:
@@ -257,16 +257,12 @@ class Archiver:
 
     def is_archived(self, cid: str) -> bool:
         with storage_errors(f"reading the archive index for {cid}"):
-            return (
-                self.client.zscore(self.keys.archived(), check_id(cid, "conversation id"))
-                is not None
-            )
+            return self.client.zscore(self.keys.archived(self.keys.shard_of(cid)), cid) is not None
 
     def newest(self, limit: int = 50) -> list[tuple[str, float]]:
         """The newest archived conversations, with when each was archived."""
         with storage_errors("listing archived conversations"):
-            found = self.client.zrevrange(self.keys.archived(), 0, limit - 1, withscores=True)
-        return [(str(cid), float(at)) for cid, at in found]  # type: ignore[str-unpack]
+            return zset_page(self.client, self.keys.every_shard(self.keys.archived), 0, limit)
 
     def file(self, cid: str) -> bytes:
         """The conversation's archive file; NotFound when it has none."""
@@ -305,10 +301,11 @@ class Archiver:
         ):
             restore_commands(pipe, self.keys, cid, dumps)
             pipe.hdel(self.keys.conversation(cid), "archiving")
-            pipe.zadd(self.keys.conversations(), {cid: float(conv.get("created_at", 0))})
+            shard = self.keys.shard_of(cid)
+            pipe.zadd(self.keys.conversations(shard), {cid: float(conv.get("created_at", 0))})
             for nid, created in _notification_times(dumps, notes).items():
                 pipe.zadd(self.keys.notifications_all(), {nid: created})
-            pipe.zrem(self.keys.archived(), cid)
+            pipe.zrem(self.keys.archived(shard), cid)
             pipe.execute()
 
 

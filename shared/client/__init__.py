@@ -13,6 +13,8 @@ so it is thread-safe too.
 
 from __future__ import annotations
 
+import socket
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +23,7 @@ import redis
 from shared.client.drivers import drive
 from shared.client.follow import IdleWaiter, TurnFollower, current_turn
 from shared.client.receiver import NotificationReceiver
+from shared.client.shard_receiver import ShardReceiver
 from shared.client.tasks import TaskSender
 from shared.errors import Conflict, NotFound
 from shared.models.chunks import StreamChunk
@@ -105,16 +108,21 @@ class Client:
 
     def notification_stream(
         self, *, group: str = "operators", consumer: str | None = None, min_idle_ms: int = 30_000
-    ) -> NotificationReceiver:
+    ) -> NotificationReceiver | ShardReceiver:
         """Every conversation's notifications, exclusive within `group`, at least once."""
-        return NotificationReceiver(
-            self.redis,
-            self.notifications,
-            self.keys.notification_stream(),
-            group=group,
-            consumer=consumer,
-            min_idle_ms=min_idle_ms,
-        )
+        consumer = consumer or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        receivers = [
+            NotificationReceiver(
+                self.redis,
+                self.notifications,
+                stream,
+                group=group,
+                consumer=consumer,
+                min_idle_ms=min_idle_ms,
+            )
+            for stream in self.keys.every_shard(self.keys.notification_stream)
+        ]
+        return receivers[0] if len(receivers) == 1 else ShardReceiver(self.keys, receivers)
 
     def resolve_notification(
         self, notification_id: str, resolution: Resolution | dict[str, Any], *, actor: str

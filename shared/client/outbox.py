@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from shared.client.task_message import QueuedTask
+from shared.store.keys import KeySpace
 from shared.tracing.carrier import trace_headers
 
 __all__ = ["OutboxMessages", "OutboxTask"]
@@ -30,12 +31,16 @@ class OutboxTask(BaseModel):
 
 
 class OutboxMessages:
-    """Builds outbox entries for one queue (what `TaskMessages` is to the state Redis)."""
+    """Builds outbox entries for one queue (what `TaskMessages` is to the state Redis).
 
-    def __init__(self, *, outbox_key: str, queue: str) -> None:
-        self.key = outbox_key
+    A task is about the conversation its first argument names, and goes to the outbox of
+    that conversation's shard: the script that writes it touches that shard's slot alone.
+    """
+
+    def __init__(self, *, keys: KeySpace, queue: str) -> None:
+        self.keys = keys
         self.queue = queue
 
-    def task(self, name: str, *args: str) -> QueuedTask:
-        entry = OutboxTask(task=name, args=list(args), queue=self.queue, headers=trace_headers())
-        return QueuedTask(self.key, entry.model_dump_json())
+    def task(self, name: str, cid: str, *args: str) -> QueuedTask:
+        entry = OutboxTask(task=name, args=[cid, *args], queue=self.queue, headers=trace_headers())
+        return QueuedTask(self.keys.task_outbox(self.keys.shard_of(cid)), entry.model_dump_json())

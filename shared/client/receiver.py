@@ -25,6 +25,7 @@ from shared.models.notifications import (
 )
 from shared.store.connection import storage_errors
 from shared.store.notifications import NotificationStore
+from shared.store.stream_groups import ensure_group
 
 __all__ = ["NotificationReceiver"]
 
@@ -53,11 +54,7 @@ class NotificationReceiver:
 
     def _ensure_group(self) -> None:
         with storage_errors(f"creating consumer group {self.group} on {self.stream}"):
-            try:
-                self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
-            except redis.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+            ensure_group(self.client, self.stream, self.group)
 
     def recv(self, timeout_s: float | None = None) -> Delivery | None:
         """The next delivery (reclaimed ones first), or None at the timeout."""

@@ -85,8 +85,7 @@ def advance_messages(settings: Settings, app: Celery) -> TaskMessages | OutboxMe
     """Task messages for the conversation queue, addressed as `app` sends them: into the
     broker's list on the state Redis, else into the outbox (`shared.client.outbox`)."""
     if uses_outbox(settings):
-        outbox = KeySpace(settings.key_prefix).task_outbox()
-        return OutboxMessages(outbox_key=outbox, queue=queue_name(settings))
+        return OutboxMessages(keys=KeySpace.of(settings), queue=queue_name(settings))
     return TaskMessages(
         key_prefix=f"{settings.key_prefix}:celery:",
         queue=queue_name(settings),

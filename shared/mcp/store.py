@@ -202,7 +202,7 @@ class McpServerStore:
     def _update(self, name: str, write: Callable[[Any, McpServer | None], Any], what: str) -> Any:
         """Read, decide and write one server's record under WATCH, retried on a race."""
         key = self.keys.mcp_servers()
-        with storage_errors(f"{what} {name}"), self.client.pipeline() as pipe:
+        with storage_errors(f"{what} {name}"), self.client.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     pipe.watch(key)

@@ -39,13 +39,14 @@ class StateCollector(Collector):
         self.keys = keys
         # what waits where Redis can count it: the broker's lists, or the outbox of a broker
         # apart (RabbitMQ counts its own queues: its Prometheus plugin)
+        # (name, list): the outbox has one list per state shard, summed
         self.queues = (
-            {"outbox": keys.task_outbox()}
+            [("outbox", key) for key in keys.every_shard(keys.task_outbox)]
             if uses_outbox(settings)
-            else {
-                "turns": keys.celery_queue(queue_name(settings)),
-                "webhooks": keys.celery_queue(webhook_queue_name(settings)),
-            }
+            else [
+                ("turns", keys.celery_queue(queue_name(settings))),
+                ("webhooks", keys.celery_queue(webhook_queue_name(settings))),
+            ]
         )
 
     def describe(self) -> Iterable[Metric]:
@@ -69,7 +70,7 @@ class StateCollector(Collector):
             pipe.zrange(keys.notifications_pending(), 0, 0, withscores=True)
             for tool in tools:
                 pipe.zcard(keys.notifications_pending_by("tool", tool))
-            for key in self.queues.values():
+            for _, key in self.queues:
                 pipe.llen(key)
             pipe.zrevrange(keys.batches(), 0, BATCHES_READ - 1)
             replies: list[Any] = pipe.execute()
@@ -88,8 +89,11 @@ class StateCollector(Collector):
             "Tasks waiting in the broker's queue (in the task outbox, with a broker apart).",
             labels=["queue"],
         )
-        for name, count in zip(self.queues, depths, strict=True):
-            depth.add_metric([name], int(count))
+        counts: dict[str, int] = {}
+        for (name, _), count in zip(self.queues, depths, strict=True):
+            counts[name] = counts.get(name, 0) + int(count)
+        for name, count in counts.items():
+            depth.add_metric([name], count)
         yield depth
         yield from self._batches([str(b) for b in replies[-1]])
         yield self._agent_budgets()

@@ -99,7 +99,7 @@ class AgentStore:
 
     def delete(self, name: str) -> None:
         """Removes the agent and its versions; conversations keep the configuration they ran."""
-        with storage_errors("deleting an agent"), self.client.pipeline() as pipe:
+        with storage_errors("deleting an agent"), self.client.pipeline(transaction=True) as pipe:
             pipe.hdel(self.keys.agents(), name)
             pipe.delete(self.keys.agent_versions(name))
             removed, _ = pipe.execute()
@@ -109,7 +109,7 @@ class AgentStore:
     def _write(self, name: str, spec: AgentSpec, *, actor: str, creating: bool) -> Agent:
         self._check(spec)
         index, versions = self.keys.agents(), self.keys.agent_versions(name)
-        with storage_errors("writing an agent"), self.client.pipeline() as pipe:
+        with storage_errors("writing an agent"), self.client.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     pipe.watch(index)

@@ -162,7 +162,7 @@ class BatchRetry:
                 if attempt.turn_id:
                     continue
                 tid = self._queue_attempt(pipe, config, attempt, owner)
-                replies_at[n] = (len(pipe.command_stack) - 1, tid)
+                replies_at[n] = (len(pipe) - 1, tid)
             replies = pipe.execute()
         for n, attempt in enumerate(attempts):
             if n not in replies_at:

@@ -366,7 +366,7 @@ class BatchStore(AdvancingStore):
         turn_id, submit_reply = queued.get(cid, ""), None
         if prompt is not None and not turn_id:
             turn_id = self._queue_turn(pipe, bid, config, line, prompt)
-            submit_reply = len(pipe.command_stack) - 1
+            submit_reply = len(pipe) - 1
         if prompt is not None:
             report.submitted += 1
         else:
@@ -379,7 +379,7 @@ class BatchStore(AdvancingStore):
             "turn_id": turn_id,
             "error": line.error,
         }
-        items_reply = len(pipe.command_stack)
+        items_reply = len(pipe)
         keys = {
             "meta": self.keys.batch(bid),
             "states": self.keys.batch_states(bid),
@@ -626,7 +626,8 @@ class BatchStore(AdvancingStore):
             self.client.pipeline(transaction=False) as pipe,
         ):
             for n in gone:
-                pipe.zscore(self.keys.archived(), items[n]["conversation_id"])
+                cid = items[n]["conversation_id"]
+                pipe.zscore(self.keys.archived(self.keys.shard_of(cid)), cid)
             archived = pipe.execute()
         storage, found = storage_for(self.settings), {}
         for n, score in zip(gone, archived, strict=True):

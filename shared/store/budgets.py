@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
@@ -102,3 +102,24 @@ class BudgetStore:
 
 def _int(raw: Any) -> int | None:
     return None if raw is None else int(raw)
+
+
+def settle_apart(client: Any, settlement: dict[str, Any], spend_keys: Iterable[str]) -> None:
+    """On a cluster, settles a model call's reservation in the budgets outside its
+    conversation's slot (the flush settles the conversation's): each key's reservation given
+    back and the call's real usage spent, one pipeline, after the flush."""
+    changes = {
+        "reserved:tokens": -int(settlement["reserved_tokens"]),
+        "reserved:micros": -int(settlement["reserved_micros"]),
+        "spent:tokens": int(settlement["tokens"]),
+        "spent:micros": int(settlement["micros"]),
+    }
+    with (
+        storage_errors("settling a model call's budgets"),
+        client.pipeline(transaction=False) as pipe,
+    ):
+        for key in spend_keys:
+            for field, change in changes.items():
+                if change:
+                    pipe.hincrby(key, field, change)
+        pipe.execute()

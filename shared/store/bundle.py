@@ -42,7 +42,7 @@ class Stores:
 
     @classmethod
     def build(cls, client: Redis, settings: Settings, tasks: Advancer | None) -> Stores:
-        keys = KeySpace(settings.key_prefix)
+        keys = KeySpace.of(settings)
         policies = PolicyStore(client, keys)
         agents = AgentStore(client, keys, policies)
         batches = BatchStore(client, keys, settings, tasks)

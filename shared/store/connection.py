@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.asyncio.sentinel
+import redis.cluster
 import redis.sentinel
 
 from shared.errors import StorageError
@@ -141,12 +143,32 @@ def connect(settings: Settings, *, pool: PoolBound | None = None, **options: Any
             **options,
         )
         return client
+    if settings.redis_cluster:
+        return _cluster(settings, pool, options)
     if pool is None:
         return redis.Redis.from_url(settings.redis_url, **options)
     bounded = _WaitingPool.from_url(
         settings.redis_url, queue_class=FairLifoQueue, **_bounds(settings, pool), **options
     )
     return redis.Redis.from_pool(bounded)
+
+
+def _cluster(settings: Settings, pool: PoolBound | None, options: dict[str, Any]) -> redis.Redis:
+    """A cluster client: it learns the nodes from the one named and follows their slots.
+
+    A bounded pool bounds each node's connections (redis-py keeps one pool per node), and a
+    call finding it empty waits for one (`BlockingConnectionPool`).
+    """
+    options.pop("health_check_interval", None)  # the cluster client checks its nodes itself
+    bounds: dict[str, Any] = {}
+    if pool is not None:
+        bounds = {
+            "max_connections": pool.size(settings),
+            "connection_pool_class": redis.BlockingConnectionPool,
+            "timeout": settings.redis_pool_wait_s,
+        }
+    client: Any = redis.cluster.RedisCluster.from_url(settings.redis_url, **bounds, **options)
+    return cast(redis.Redis, client)  # the commands Signoff sends are the same
 
 
 def _sentinel_kwargs(settings: Settings) -> dict[str, Any]:
@@ -185,6 +207,12 @@ def connect_async(
             **options,
         )
         return client
+    if settings.redis_cluster:
+        bound = {"max_connections": pool.size(settings)} if pool is not None else {}
+        cluster: Any = redis.asyncio.cluster.RedisCluster.from_url(
+            settings.redis_url, **bound, **options
+        )
+        return cast(redis.asyncio.Redis, cluster)
     if pool is None:
         return redis.asyncio.Redis.from_url(settings.redis_url, **options)
     bounded = _AsyncWaitingPool.from_url(settings.redis_url, **_bounds(settings, pool), **options)

@@ -26,6 +26,7 @@ from shared.store.connection import ReplicaWait, storage_errors
 from shared.store.emit import EMIT_LUA, encode_event
 from shared.store.keys import KeySpace, check_id
 from shared.store.lua import LuaScript, lua_source
+from shared.store.sharded import zset_page, zset_total
 
 __all__ = [
     "HELD_FIELD",
@@ -196,13 +197,13 @@ class ConversationStore:
             "held": "1" if held else "",
         }
         _CREATE.queue(pipe, [self.keys.conversation(cid)], _CREATE.args_from(args))
-        pipe.zadd(self.keys.conversations(), {cid: now}, nx=True)
+        pipe.zadd(self.keys.conversations(self.keys.shard_of(cid)), {cid: now}, nx=True)
 
     def queue_release(self, pipe: Any, cid: str, *, index: bool = True) -> None:
         """Queues the end of a hold: its turns may start, and (`index`) the sweeper watches it."""
         pipe.hdel(self.keys.conversation(cid), HELD_FIELD)
         if index:
-            pipe.zadd(self.keys.active(), {cid: time.time()})
+            pipe.zadd(self.keys.active(self.keys.shard_of(cid)), {cid: time.time()})
 
     def get(self, cid: str) -> ConversationRecord:
         with (
@@ -325,7 +326,7 @@ class ConversationStore:
             "advance": advance.message if advance else "",
         }
         if index:
-            pipe.zadd(self.keys.active(), {cid: time.time()})
+            pipe.zadd(self.keys.active(self.keys.shard_of(cid)), {cid: time.time()})
         _SUBMIT.queue(pipe, _SUBMIT.keys_from(keys), _SUBMIT.args_from(args))
         return tid
 
@@ -411,8 +412,10 @@ class ConversationStore:
     def ids(self, *, offset: int = 0, limit: int = 50) -> list[str]:
         """Conversation ids, newest first."""
         with storage_errors("listing conversations"):
-            found = self.client.zrevrange(self.keys.conversations(), offset, offset + limit - 1)
-        return [str(cid) for cid in found]
+            found = zset_page(
+                self.client, self.keys.every_shard(self.keys.conversations), offset, limit
+            )
+        return [cid for cid, _ in found]
 
     def failed_ids(self, *, offset: int = 0, limit: int = 50) -> list[str]:
         """Conversations by when a turn of theirs last failed, newest first.
@@ -422,12 +425,12 @@ class ConversationStore:
         records. The newest `FAILURES_KEPT` (worker/writer.py) are kept.
         """
         with storage_errors("listing failed conversations"):
-            found = self.client.zrevrange(self.keys.failures(), offset, offset + limit - 1)
-        return [str(cid) for cid in found]
+            found = zset_page(self.client, self.keys.every_shard(self.keys.failures), offset, limit)
+        return [cid for cid, _ in found]
 
     def count(self) -> int:
         with storage_errors("counting conversations"):
-            return int(self.client.zcard(self.keys.conversations()))
+            return zset_total(self.client, self.keys.every_shard(self.keys.conversations))
 
     def ids_by_status(
         self,

@@ -1,13 +1,25 @@
 """Every Redis key name Signoff uses, and nowhere else is one built.
 
-Per-conversation keys carry the conversation id as a hash tag,
-``<prefix>:{<cid>}:<name>``, so each multi-key script touches one Cluster slot.
+On one Redis, per-conversation keys carry the conversation id as a hash tag,
+``<prefix>:{<cid>}:<name>``. On a Redis Cluster a deployment has a fixed number of state
+shards: a conversation belongs to one (by a hash of its id), its keys carry the shard's tag,
+``<prefix>:{<tag>}:<cid>:<name>``, and so do the shard's copies of the global structures its
+scripts write (``<prefix>:{<tag>}:<name>``), so that each script touches one slot.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
 
 from shared.errors import InvalidInput
 
@@ -29,14 +41,63 @@ def check_id(value: str, what: str = "id") -> str:
     return value
 
 
+@lru_cache(maxsize=4096)
+def shard_tag(shard: int, shards: int) -> str:
+    """The hash tag of one of `shards` state shards: the first `s<shard>.<n>` whose slot lies
+    in the shard's even share of the 16,384, so that the shards spread evenly over the nodes
+    of a cluster whose slots are split evenly (as `redis-cli --cluster create` splits them)."""
+    low = shard * REDIS_CLUSTER_HASH_SLOTS // shards
+    high = (shard + 1) * REDIS_CLUSTER_HASH_SLOTS // shards
+    n = 0
+    while not low <= key_slot(f"s{shard}.{n}".encode()) < high:
+        n += 1
+    return f"s{shard}.{n}"
+
+
 @dataclass(frozen=True)
 class KeySpace:
-    """Key names under one prefix."""
+    """Key names under one prefix, for a deployment of `shards` state shards (1 on one Redis)."""
 
     prefix: str = "signoff"
+    shards: int = 1
+
+    @classmethod
+    def of(cls, settings: Settings) -> KeySpace:
+        """The key space `settings` name: their prefix and state shards."""
+        return cls(settings.key_prefix, settings.shards)
+
+    def shard_of(self, cid: str) -> int:
+        """The state shard a conversation belongs to (0 on one Redis)."""
+        if self.shards == 1:
+            return 0
+        return zlib.crc32(check_id(cid, "conversation id").encode()) % self.shards
+
+    def shard_for(self, name: str) -> int:
+        """The shard that takes what belongs to no conversation (a batch's or a schedule's
+        webhook event, say): spread by a hash of its name."""
+        return 0 if self.shards == 1 else zlib.crc32(name.encode()) % self.shards
+
+    def all_shards(self) -> range:
+        return range(self.shards)
+
+    def every_shard(self, key_of: Callable[[int], str]) -> list[str]:
+        """A sharded structure's copies, one per shard (`keys.every_shard(keys.failures)`)."""
+        return [key_of(shard) for shard in range(self.shards)]
 
     def _conv(self, cid: str, name: str) -> str:
-        return f"{self.prefix}:{{{check_id(cid, 'conversation id')}}}:{name}"
+        check_id(cid, "conversation id")
+        if self.shards == 1:
+            return f"{self.prefix}:{{{cid}}}:{name}"
+        return f"{self.prefix}:{{{shard_tag(self.shard_of(cid), self.shards)}}}:{cid}:{name}"
+
+    def _sharded(self, shard: int, name: str, single: str = "") -> str:
+        """A global structure's copy in one shard; on one Redis, the name it has always had
+        (`single` where that carries a hash tag of its own)."""
+        if self.shards == 1:
+            return f"{self.prefix}:{single or name}"
+        if not 0 <= shard < self.shards:
+            raise ValueError(f"shard {shard} is not one of {self.shards}")
+        return f"{self.prefix}:{{{shard_tag(shard, self.shards)}}}:{name}"
 
     # History and usage (one script writes all of these together)
     def steps(self, cid: str) -> str:
@@ -123,27 +184,35 @@ class KeySpace:
         """Pub/sub channel of this conversation's live events."""
         return self._conv(cid, "live")
 
-    # Global
-    def conversations(self) -> str:
-        """ZSET of conversation ids by creation time."""
-        return f"{self.prefix}:conversations"
+    def _own_slot(self, tag: str, name: str, single: str = "") -> str:
+        """A global structure kept whole on one slot (by `tag`) on a cluster; on one Redis,
+        the name it has always had."""
+        if self.shards == 1:
+            return f"{self.prefix}:{single or name}"
+        return f"{self.prefix}:{{{tag}}}:{name}"
 
-    def archived(self) -> str:
-        """ZSET of conversations archived out of Redis, by when (shared/archive/)."""
-        return f"{self.prefix}:archived"
+    # Global
+    def conversations(self, shard: int) -> str:
+        """ZSET of a shard's conversation ids by creation time."""
+        return self._sharded(shard, "conversations")
+
+    def archived(self, shard: int) -> str:
+        """ZSET of a shard's conversations archived out of Redis, by when (shared/archive/)."""
+        return self._sharded(shard, "archived")
 
     def retention(self) -> str:
         """HASH: rule (`global`, `agent:<name>`, `batch:<id>`, `label:<label>`) -> seconds a
         finished conversation stays in Redis before it is archived."""
         return f"{self.prefix}:retention"
 
-    def failures(self) -> str:
-        """ZSET of conversations by when a turn of theirs last failed (the newest kept)."""
-        return f"{self.prefix}:failures"
+    def failures(self, shard: int) -> str:
+        """ZSET of a shard's conversations by when a turn of theirs last failed (the newest
+        kept)."""
+        return self._sharded(shard, "failures")
 
-    def active(self) -> str:
-        """ZSET of conversations with work queued or running, for the sweeper."""
-        return f"{self.prefix}:active"
+    def active(self, shard: int) -> str:
+        """ZSET of a shard's conversations with work queued or running, for the sweeper."""
+        return self._sharded(shard, "active")
 
     def live_all(self) -> str:
         """Pub/sub channel carrying every conversation's events."""
@@ -189,9 +258,9 @@ class KeySpace:
         """ZSET of every notification id by creation time."""
         return f"{self.prefix}:{{notifications}}:all"
 
-    def notification_stream(self) -> str:
-        """STREAM delivering every conversation's notifications."""
-        return f"{self.prefix}:notifications:stream"
+    def notification_stream(self, shard: int) -> str:
+        """STREAM delivering the notifications of a shard's conversations."""
+        return self._sharded(shard, "notifications:stream")
 
     # Webhooks: the outbox and the endpoints share a hash tag (one script reads both).
 
@@ -199,9 +268,13 @@ class KeySpace:
         """HASH: endpoint id -> the endpoint (JSON, with its secret)."""
         return f"{self.prefix}:{{webhooks}}:endpoints"
 
-    def webhook_outbox(self) -> str:
+    def webhook_endpoints_copy(self, shard: int) -> str:
+        """The endpoints' copy a shard's flushes read (the endpoints themselves on one Redis)."""
+        return self._sharded(shard, "webhooks:endpoints", "{webhooks}:endpoints")
+
+    def webhook_outbox(self, shard: int) -> str:
         """STREAM of events waiting to become deliveries (the dispatcher's consumer group)."""
-        return f"{self.prefix}:{{webhooks}}:outbox"
+        return self._sharded(shard, "webhooks:outbox", "{webhooks}:outbox")
 
     def webhook_deliveries(self) -> str:
         """ZSET of delivery ids by creation time: the bounded delivery log."""
@@ -268,20 +341,27 @@ class KeySpace:
         return f"{self.prefix}:reconcile:lock"
 
     def budget(self, kind: str, name: str) -> str:
-        """HASH of an agent's or owner's daily budget: `limit:tokens`, `limit:micros`."""
-        return f"{self.prefix}:budget:{kind}:{name}"
+        """HASH of an agent's or owner's daily budget: `limit:tokens`, `limit:micros` (in
+        its days' slot on a cluster: a reservation reads the one and writes the other)."""
+        if self.shards == 1:
+            return f"{self.prefix}:budget:{kind}:{name}"
+        return f"{self.prefix}:{{budget:{kind}:{name}}}"
 
     def budget_day(self, kind: str, name: str, day: str) -> str:
         """HASH of what an agent or owner spent and has reserved on one UTC day."""
-        return f"{self.prefix}:budget:{kind}:{name}:day:{day}"
+        return f"{self.budget(kind, name)}:day:{day}"
 
     def prices(self) -> str:
         """HASH of model prices (JSON `Price`) by "<provider>/<model>"."""
-        return f"{self.prefix}:prices"
+        return self._own_slot("prices", "prices")
 
-    def usage_by_day(self, day: str) -> str:
-        """HASH of token totals by model for one UTC day (YYYY-MM-DD)."""
-        return f"{self.prefix}:usage:day:{day}"
+    def prices_copy(self, shard: int) -> str:
+        """The prices' copy a shard's reservations read (the prices themselves on one Redis)."""
+        return self._sharded(shard, "prices")
+
+    def usage_by_day(self, day: str, shard: int) -> str:
+        """HASH of a shard's token totals by model for one UTC day (YYYY-MM-DD)."""
+        return self._sharded(shard, f"usage:day:{day}")
 
     def _batch(self, bid: str, name: str) -> str:
         return f"{self.prefix}:batch:{{{check_id(bid, 'batch id')}}}:{name}"
@@ -353,17 +433,18 @@ class KeySpace:
     # The task outbox (a broker apart from this Redis): one hash tag, the relay's scripts
     # touch one slot.
 
-    def task_outbox(self) -> str:
-        """LIST of tasks state writes asked for, waiting for the relay (LPUSH; oldest right)."""
-        return f"{self.prefix}:{{tasks}}:outbox"
+    def task_outbox(self, shard: int) -> str:
+        """LIST of tasks a shard's state writes asked for, waiting for the relay (LPUSH;
+        oldest right)."""
+        return self._sharded(shard, "tasks:outbox", "{tasks}:outbox")
 
-    def task_outbox_relaying(self) -> str:
+    def task_outbox_relaying(self, shard: int) -> str:
         """LIST of outbox entries the relay took and has not yet seen published, oldest first."""
-        return f"{self.prefix}:{{tasks}}:relaying"
+        return self._sharded(shard, "tasks:relaying", "{tasks}:relaying")
 
-    def task_relay_lease(self) -> str:
-        """STRING: the token of the one relay publishing the outbox (PX)."""
-        return f"{self.prefix}:{{tasks}}:relay"
+    def task_relay_lease(self, shard: int) -> str:
+        """STRING: the token of the one relay publishing a shard's outbox (PX)."""
+        return self._sharded(shard, "tasks:relay", "{tasks}:relay")
 
     def heartbeat(self, process: str) -> str:
         """STRING: when `process` (e.g. `beat`) last showed it is alive; expires when it stops."""
@@ -375,8 +456,13 @@ class KeySpace:
 
     # The operator's tool policy
     def policy_rules(self) -> str:
-        """HASH: ``<tool>|<scope>`` -> auto, ask or deny; the operator's tool policy."""
-        return f"{self.prefix}:policy:rules"
+        """HASH: ``<tool>|<scope>`` -> auto, ask or deny; the operator's tool policy (in its
+        log's slot: a change writes both in one transaction)."""
+        return self._own_slot("policy", "rules", "policy:rules")
+
+    def policy_rules_copy(self, shard: int) -> str:
+        """The rules' copy a shard's claims read (the rules themselves on one Redis)."""
+        return self._sharded(shard, "policy:rules")
 
     def policy_titles(self) -> str:
         """HASH: tool -> JSON list of the argument names that title its requests (at most two)."""
@@ -384,7 +470,7 @@ class KeySpace:
 
     def policy_log(self) -> str:
         """STREAM of policy changes: who, when, which rule, before and after."""
-        return f"{self.prefix}:policy:log"
+        return self._own_slot("policy", "log", "policy:log")
 
     def tool_catalog(self) -> str:
         """HASH: tool name -> JSON (description, built-in default policy), written by workers."""
@@ -465,3 +551,9 @@ class KeySpace:
     def rate_pause(self, provider: str) -> str:
         """STRING set after the provider answered 429, expiring when its Retry-After ends."""
         return f"{self.prefix}:ratelimit:{{{provider}}}:paused"
+
+    def rate_pause_copy(self, provider: str, shard: int) -> str:
+        """The pause's copy a shard's reservations read (the pause itself on one Redis)."""
+        return self._sharded(
+            shard, f"ratelimit:{provider}:paused", f"ratelimit:{{{provider}}}:paused"
+        )

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 import redis
 from redis.client import Pipeline
+from redis.cluster import ClusterPipeline
 
 from shared.metrics import series
 
@@ -177,12 +178,13 @@ class LuaScript:
     def queue(self, pipe: Any, keys: list[str], args: list[Any]) -> Any:
         """Queues the script on any pipeline, sync or async (EVAL: no extra round trip)."""
         self._check(keys, args)
-        return pipe.eval(self.body, len(keys), *keys, *args)
+        # EVAL by name: a cluster pipeline's `eval` is something else
+        return pipe.execute_command("EVAL", self.body, len(keys), *keys, *args)
 
     def __call__(self, client: redis.Redis | Pipeline, keys: list[str], args: list[Any]) -> Any:
         self._check(keys, args)
         if _is_pipeline(type(client)):
-            return client.eval(self.body, len(keys), *keys, *args)
+            return self.queue(client, keys, args)
         started = time.perf_counter()
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
@@ -197,7 +199,7 @@ class LuaScript:
 def _is_pipeline(kind: type) -> bool:
     """Whether a client of this type is a pipeline, decided once per type (redis-py's classes
     derive from protocols, whose isinstance check runs Python code every time)."""
-    return issubclass(kind, Pipeline)
+    return issubclass(kind, (Pipeline, ClusterPipeline))
 
 
 def _ordered(

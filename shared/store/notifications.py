@@ -630,7 +630,7 @@ class NotificationStore(AdvancingStore):
             kind = decision.kind if decision is not None else ""
             event = approval_settled(note, status, actor, now, kind)
             if event is not None:
-                queue_event(pipe, self.keys, event)
+                queue_event(pipe, self.keys, event, self.keys.shard_of(note.conversation_id))
             queue_unindex(pipe, self.keys, note.id, facets(self.keys, note))
             pipe.execute()
 
@@ -644,7 +644,7 @@ class NotificationStore(AdvancingStore):
         ).fields()
         for stream in (
             self.keys.conversation_notifications(note.conversation_id),
-            self.keys.notification_stream(),
+            self.keys.notification_stream(self.keys.shard_of(note.conversation_id)),
         ):
             pipe.xadd(stream, delivery, maxlen=self.settings.stream_maxlen, approximate=True)
 

@@ -37,6 +37,7 @@ from shared.models.config import (
 from shared.models.mcp import McpToolAnnotations
 from shared.request_titles import ARGUMENT_NAME_PATTERN, MAX_TITLE_ARGUMENTS
 from shared.store.connection import storage_errors
+from shared.store.copies import copy_hash
 from shared.store.keys import ID_PATTERN, KeySpace
 
 __all__ = [
@@ -368,7 +369,10 @@ class PolicyStore:
     ) -> PolicyChange:
         after = rule.policy if rule is not None else None
         key = self.keys.policy_rules()
-        with storage_errors("changing the tool policy"), self.client.pipeline() as pipe:
+        with (
+            storage_errors("changing the tool policy"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
             while True:
                 try:
                     pipe.watch(key)
@@ -398,6 +402,8 @@ class PolicyStore:
                         approximate=True,
                     )
                     results = pipe.execute()
+                    copies = self.keys.every_shard(self.keys.policy_rules_copy)
+                    copy_hash(self.client, key, copies)
                     return change.model_copy(update={"id": str(results[-1])})
                 except redis.WatchError:
                     continue
@@ -438,7 +444,10 @@ class PolicyStore:
     def clear_title_arguments(self, tool: str) -> TitleArguments:
         """Back to the default title arguments; returns the choice removed (NotFound: none)."""
         key = self.keys.policy_titles()
-        with storage_errors("clearing the request titles"), self.client.pipeline() as pipe:
+        with (
+            storage_errors("clearing the request titles"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
             pipe.hget(key, tool)
             pipe.hdel(key, tool)
             raw, removed = pipe.execute()

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from shared.errors import CorruptRecord, NotFound
 from shared.models.prices import Price, PriceSpec
 from shared.store.connection import storage_errors
+from shared.store.copies import copy_hash
 from shared.store.keys import KeySpace
 
 __all__ = ["PriceStore", "price_field"]
@@ -35,6 +36,7 @@ class PriceStore:
             self.client.hset(
                 self.keys.prices(), price_field(provider, model), price.model_dump_json()
             )
+            self._copy()
         return price
 
     def get(self, provider: str, model: str) -> Price | None:
@@ -57,9 +59,13 @@ class PriceStore:
             pipe.hget(key, name)
             pipe.hdel(key, name)
             raw, _ = pipe.execute()
+            self._copy()
         if raw is None:
             raise NotFound(f"no price is set for {provider}/{model}")
         return _parse(str(raw))
+
+    def _copy(self) -> None:
+        copy_hash(self.client, self.keys.prices(), self.keys.every_shard(self.keys.prices_copy))
 
 
 def _parse(raw: str) -> Price:

@@ -143,11 +143,13 @@ class RateLimiter:
         millis = int(pause_s * 1000)
         if millis <= 0:
             return 0.0
-        key = self.keys.rate_pause(provider)
+        keys = self.keys
+        copies = keys.every_shard(lambda shard: keys.rate_pause_copy(provider, shard))
         with storage_errors(f"pausing calls to {provider}"):
             pipe = self.client.pipeline(transaction=False)
-            pipe.set(key, "429", nx=True, px=millis)
-            pipe.pexpire(key, millis, gt=True)
+            for key in dict.fromkeys([keys.rate_pause(provider), *copies]):
+                pipe.set(key, "429", nx=True, px=millis)
+                pipe.pexpire(key, millis, gt=True)
             pipe.execute()
         return pause_s
 

@@ -102,7 +102,7 @@ class ScheduleStore:
         with storage_errors("creating a schedule"):
             if not self.client.hsetnx(self.keys.schedules(), new.name, schedule.model_dump_json()):
                 raise Conflict(f"schedule {new.name!r} already exists")
-            with self.client.pipeline() as pipe:
+            with self.client.pipeline(transaction=True) as pipe:
                 pipe.delete(self.keys.schedule_state(new.name), self.keys.schedule_queue(new.name))
                 pipe.hset(self.keys.schedule_state(new.name), "paused", "0")
                 pipe.zadd(self.keys.schedules_due(), {new.name: to_ms(first)})
@@ -136,7 +136,10 @@ class ScheduleStore:
         return self._status(self.get(name), time.time() if now is None else now)
 
     def _status(self, schedule: Schedule, now: float) -> ScheduleStatus:
-        with storage_errors("reading a schedule's state"), self.client.pipeline() as pipe:
+        with (
+            storage_errors("reading a schedule's state"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
             pipe.hgetall(self.keys.schedule_state(schedule.name))
             pipe.zscore(self.keys.schedules_due(), schedule.name)
             pipe.llen(self.keys.schedule_queue(schedule.name))
@@ -161,7 +164,7 @@ class ScheduleStore:
     def pause(self, name: str) -> None:
         """No fire until resumed; slots that pass meanwhile are not missed, just not due."""
         self.get(name)
-        with storage_errors("pausing a schedule"), self.client.pipeline() as pipe:
+        with storage_errors("pausing a schedule"), self.client.pipeline(transaction=True) as pipe:
             pipe.hset(self.keys.schedule_state(name), "paused", "1")
             pipe.zrem(self.keys.schedules_due(), name)
             pipe.execute()
@@ -169,7 +172,7 @@ class ScheduleStore:
     def resume(self, name: str, *, now: float | None = None) -> None:
         """Fires again from the first slot after now."""
         upcoming = self.get(name).next_after(time.time() if now is None else now)
-        with storage_errors("resuming a schedule"), self.client.pipeline() as pipe:
+        with storage_errors("resuming a schedule"), self.client.pipeline(transaction=True) as pipe:
             pipe.hset(self.keys.schedule_state(name), "paused", "0")
             if upcoming is not None:
                 pipe.zadd(self.keys.schedules_due(), {name: to_ms(upcoming)})
@@ -177,7 +180,7 @@ class ScheduleStore:
 
     def delete(self, name: str) -> None:
         """Removes the schedule; its conversations and their history stay."""
-        with storage_errors("deleting a schedule"), self.client.pipeline() as pipe:
+        with storage_errors("deleting a schedule"), self.client.pipeline(transaction=True) as pipe:
             pipe.hdel(self.keys.schedules(), name)
             pipe.zrem(self.keys.schedules_due(), name)
             pipe.srem(self.keys.schedules_waiting(), name)
@@ -279,7 +282,10 @@ class ScheduleStore:
         fields: dict[Any, Any] = {"last_outcome": run.outcome.value}
         if run.conversation_id:
             fields["conversation_id"] = run.conversation_id
-        with storage_errors("recording a schedule's fire"), self.client.pipeline() as pipe:
+        with (
+            storage_errors("recording a schedule's fire"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
             pipe.xadd(
                 self.keys.schedule_runs(name),
                 {"run": run.model_dump_json()},
@@ -292,7 +298,8 @@ class ScheduleStore:
             elif run.outcome not in (RunOutcome.FAILED, RunOutcome.QUEUED):
                 pipe.hincrby(state, "runs", 1)
             pipe.zrem(self.keys.schedules_claimed(), _claim_member(name, to_ms(run.due)))
-            queue_event(pipe, self.keys, _fired_event(name, run))
+            event = _fired_event(name, run)
+            queue_event(pipe, self.keys, event, self.keys.shard_for(event.event_id))
             pipe.execute()
 
     def runs(self, name: str, *, limit: int = 100) -> list[ScheduleRun]:
@@ -306,7 +313,7 @@ class ScheduleStore:
         with storage_errors("queueing a schedule's fire"):
             if int(self.client.llen(self.keys.schedule_queue(name))) >= MAX_QUEUED_RUNS:
                 return False
-            with self.client.pipeline() as pipe:
+            with self.client.pipeline(transaction=True) as pipe:
                 pipe.rpush(self.keys.schedule_queue(name), due_ms)
                 pipe.sadd(self.keys.schedules_waiting(), name)
                 pipe.execute()

@@ -35,19 +35,20 @@ _ACK = LuaScript(
 
 
 class TaskOutbox:
-    """The outbox of one key space, as its relay reads it."""
+    """The outbox of one state shard of a key space, as its relay reads it."""
 
-    def __init__(self, client: redis.Redis, keys: KeySpace, *, lease_ms: int) -> None:
+    def __init__(self, client: redis.Redis, keys: KeySpace, shard: int, *, lease_ms: int) -> None:
         self.client = client
         self.keys = keys
+        self.shard = shard
         self.lease_ms = lease_ms
 
     def take(self, token: str, limit: int) -> list[str] | None:
         """Entries to publish, oldest first; None while another relay holds the lease."""
         named = {
-            "lease": self.keys.task_relay_lease(),
-            "outbox": self.keys.task_outbox(),
-            "relaying": self.keys.task_outbox_relaying(),
+            "lease": self.keys.task_relay_lease(self.shard),
+            "outbox": self.keys.task_outbox(self.shard),
+            "relaying": self.keys.task_outbox_relaying(self.shard),
         }
         args = {"token": token, "lease_ms": self.lease_ms, "limit": limit}
         with storage_errors("taking tasks from the outbox"):
@@ -59,8 +60,8 @@ class TaskOutbox:
     def done(self, token: str, count: int, *, release: bool = False) -> bool:
         """Drops the `count` oldest entries taken; False when the lease has passed on."""
         named = {
-            "lease": self.keys.task_relay_lease(),
-            "relaying": self.keys.task_outbox_relaying(),
+            "lease": self.keys.task_relay_lease(self.shard),
+            "relaying": self.keys.task_outbox_relaying(self.shard),
         }
         args = {"token": token, "count": count, "release": "1" if release else "0"}
         with storage_errors("acknowledging published outbox tasks"):
@@ -72,11 +73,11 @@ class TaskOutbox:
         BLMOVE from the list's right end to its right end blocks like any pop but moves
         the entry back where it was: a wait that consumes nothing.
         """
-        key = self.keys.task_outbox()
+        key = self.keys.task_outbox(self.shard)
         with storage_errors("waiting for outbox tasks"):
             self.client.blmove(key, key, timeout_s, "RIGHT", "RIGHT")  # type: ignore[arg-type]
 
     def waiting(self) -> int:
         """Entries not yet taken by a relay."""
         with storage_errors("reading the outbox"):
-            return int(self.client.llen(self.keys.task_outbox()))
+            return int(self.client.llen(self.keys.task_outbox(self.shard)))

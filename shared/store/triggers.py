@@ -80,7 +80,7 @@ class TriggerStore:
         index = self.keys.triggers()
         with (
             storage_errors(f"rotating the secret of trigger {name}"),
-            self.client.pipeline() as pipe,
+            self.client.pipeline(transaction=True) as pipe,
         ):
             while True:
                 try:

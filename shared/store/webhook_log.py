@@ -150,7 +150,10 @@ class DeliveryLog:
         """Appends an attempt and moves the delivery to `status`, in one round trip."""
         key, attempts = self.keys.webhook_delivery(did), self.keys.webhook_attempts(did)
         next_at = "" if next_attempt_at is None else repr(next_attempt_at)
-        with storage_errors(f"logging webhook delivery {did}"), self.client.pipeline() as pipe:
+        with (
+            storage_errors(f"logging webhook delivery {did}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
             pipe.hset(key, mapping={"status": status.value, "next_at": next_at})
             pipe.hincrby(key, "round", 1)
             pipe.rpush(attempts, attempt.model_dump_json())
@@ -165,7 +168,10 @@ class DeliveryLog:
         """Makes a delivery pending again with a full set of attempts, and `send`s it."""
         self.get(did)
         key = self.keys.webhook_delivery(did)
-        with storage_errors(f"re-sending webhook delivery {did}"), self.client.pipeline() as pipe:
+        with (
+            storage_errors(f"re-sending webhook delivery {did}"),
+            self.client.pipeline(transaction=True) as pipe,
+        ):
             pipe.hset(
                 key, mapping={"status": DeliveryStatus.PENDING.value, "round": 0, "next_at": ""}
             )

@@ -22,6 +22,7 @@ from shared.errors import CorruptRecord, NotFound
 from shared.models.webhooks import EndpointRequest, WebhookEndpoint, WebhookEvent, WebhookEventKind
 from shared.outbound import OutboundPolicy
 from shared.store.connection import storage_errors
+from shared.store.copies import copy_hash
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript, lua_source
 from shared.webhooks.signing import new_secret
@@ -46,13 +47,15 @@ _OUTBOX = LuaScript(
 )
 
 
-def queue_event(pipe: Any, keys: KeySpace, event: WebhookEvent) -> None:
-    """Queues `event` for the outbox on a pipeline (kept only if an endpoint is registered)."""
-    _OUTBOX.queue(
-        pipe,
-        [keys.webhook_endpoints(), keys.webhook_outbox()],
-        [event.model_dump_json(), OUTBOX_MAXLEN],
-    )
+def queue_event(pipe: Any, keys: KeySpace, event: WebhookEvent, shard: int) -> None:
+    """Queues `event` for a shard's outbox on a pipeline (kept only if an endpoint is
+    registered)."""
+    _OUTBOX.queue(pipe, outbox_keys(keys, shard), [event.model_dump_json(), OUTBOX_MAXLEN])
+
+
+def outbox_keys(keys: KeySpace, shard: int) -> list[str]:
+    """webhook_outbox_add.lua's keys in one shard: its copy of the endpoints, its outbox."""
+    return [keys.webhook_endpoints_copy(shard), keys.webhook_outbox(shard)]
 
 
 def emit_webhook_event(
@@ -74,7 +77,7 @@ def emit_webhook_event(
     with storage_errors(f"emitting webhook event {event_id}"):
         kept = _OUTBOX(
             client,
-            [keys.webhook_endpoints(), keys.webhook_outbox()],
+            outbox_keys(keys, keys.shard_for(event_id)),
             [event.model_dump_json(), OUTBOX_MAXLEN],
         )
     return bool(kept)
@@ -106,13 +109,21 @@ class EndpointStore:
         doc = json.dumps(endpoint.model_dump(mode="json") | {"secret": endpoint.secret})
         with storage_errors("registering a webhook endpoint"):
             self.client.hset(self.keys.webhook_endpoints(), endpoint.id, doc)
+            self._copy()
         return endpoint
 
     def remove(self, endpoint_id: str) -> WebhookEndpoint:
         endpoint = self.get(endpoint_id)
         with storage_errors(f"removing webhook endpoint {endpoint_id}"):
             self.client.hdel(self.keys.webhook_endpoints(), endpoint_id)
+            self._copy()
         return endpoint
+
+    def _copy(self) -> None:
+        keys = self.keys
+        copy_hash(
+            self.client, keys.webhook_endpoints(), keys.every_shard(keys.webhook_endpoints_copy)
+        )
 
     def get(self, endpoint_id: str) -> WebhookEndpoint:
         with storage_errors(f"reading webhook endpoint {endpoint_id}"):

@@ -47,12 +47,12 @@ def test_a_sweep_whose_advance_finds_no_broker_is_logged_and_beat_sweeps_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     settings = Settings(redis_url=redis_server.url, key_prefix=f"bb{uuid.uuid4().hex[:6]}")
-    keys = KeySpace(prefix=settings.key_prefix)
+    keys = KeySpace.of(settings)
     app = create_celery(settings)
     app.conf.broker_url = broker.url  # state on one Redis, tasks on another
     cid = f"c-{uuid.uuid4().hex[:8]}"
     # work with no worker: active, a turn queued, no lease; every sweep sends it `advance`
-    real_redis.zadd(keys.active(), {cid: 1})
+    real_redis.zadd(keys.active(0), {cid: 1})
     real_redis.rpush(keys.inbox(cid), "a queued turn")
     scheduler = SweepingScheduler(app=app)
     try:

@@ -52,7 +52,9 @@ def answer(prompt: int, output: int, *, cached: int = 0, usage: bool = True) -> 
 
 def day_fields(client: Client) -> dict[str, str]:
     day = time.strftime("%Y-%m-%d", time.gmtime())
-    return {str(k): str(v) for k, v in client.redis.hgetall(client.keys.usage_by_day(day)).items()}
+    return {
+        str(k): str(v) for k, v in client.redis.hgetall(client.keys.usage_by_day(day, 0)).items()
+    }
 
 
 def test_each_call_is_priced_and_a_new_price_applies_from_the_next_call(

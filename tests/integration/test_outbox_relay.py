@@ -47,13 +47,13 @@ def die(task: OutboxTask) -> None:
 
 
 def outbox_of(client: Client) -> TaskOutbox:
-    return TaskOutbox(client.redis, client.keys, lease_ms=LEASE_MS)
+    return TaskOutbox(client.redis, client.keys, 0, lease_ms=LEASE_MS)
 
 
 def lengths(client: Client) -> tuple[int, int]:
     """Entries (waiting in the outbox, taken by a relay and not acknowledged)."""
     keys = client.keys
-    return client.redis.llen(keys.task_outbox()), client.redis.llen(keys.task_outbox_relaying())
+    return client.redis.llen(keys.task_outbox(0)), client.redis.llen(keys.task_outbox_relaying(0))
 
 
 def test_a_relay_dying_before_it_publishes_leaves_the_task_to_the_next(
@@ -155,7 +155,7 @@ def test_a_killed_workers_relay_is_taken_over_by_the_next_worker(
     stack_env: dict[str, str], effects: Path
 ) -> None:
     with Client(env_settings(stack_env)) as client:
-        lease = client.keys.task_relay_lease()
+        lease = client.keys.task_relay_lease(0)
         first = WorkerProcess(stack_env, name="w1").start(WORKER_START_S)
         try:
             wait_for(lambda: client.redis.exists(lease) == 1, "the first worker's relay lease")

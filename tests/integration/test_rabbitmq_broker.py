@@ -57,8 +57,8 @@ def test_a_prompt_runs_to_completion_on_quorum_queues(client: Client, vhost: VHo
         assert queues[name]["type"] == "quorum", queues
     # the prompt's `advance` went through the outbox, not into Redis's Celery list
     assert not client.redis.exists(client.keys.celery_queue(queue_name(client.settings)))
-    assert client.redis.llen(client.keys.task_outbox()) == 0
-    assert client.redis.llen(client.keys.task_outbox_relaying()) == 0
+    assert client.redis.llen(client.keys.task_outbox(0)) == 0
+    assert client.redis.llen(client.keys.task_outbox_relaying(0)) == 0
 
 
 def test_an_approval_parks_and_resumes_after_its_resolution(client: Client, effects: Path) -> None:

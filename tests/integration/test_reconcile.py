@@ -72,7 +72,7 @@ def deliveries(client: Client, stream: str, nid: str) -> list[str]:
 
 def streams(client: Client, note: Notification) -> list[str]:
     return [
-        client.keys.notification_stream(),
+        client.keys.notification_stream(0),
         client.keys.conversation_notifications(note.conversation_id),
     ]
 
@@ -322,10 +322,10 @@ def test_the_cursor_walks_every_conversation_a_page_per_pass(client: Client) -> 
     conversation.send(effect_prompt("far-down"))
     note = filed(client, conversation)
     lose_the_global_writes(client, note)
-    client.redis.hdel(client.keys.reconcile_cursors(), client.keys.conversations())
+    client.redis.hdel(client.keys.reconcile_cursors(), client.keys.conversations(0))
     page = 3
-    found = client.redis.zrank(client.keys.conversations(), conversation.conversation_id)
-    assert isinstance(found, int) and client.redis.zcard(client.keys.conversations()) > page
+    found = client.redis.zrank(client.keys.conversations(0), conversation.conversation_id)
+    assert isinstance(found, int) and client.redis.zcard(client.keys.conversations(0)) > page
     rank = found
     assert rank // page >= 2
     passes: list[Swept] = [sweeper(client, page=page).sweep() for _ in range(rank // page + 1)]

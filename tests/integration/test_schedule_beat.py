@@ -64,7 +64,7 @@ def test_two_beats_fire_each_slot_exactly_once(
         assert (record.config.agent, record.config.agent_version) == ("ticker", 1)
         assert record.config.system_prompt == "Be brief."
     # exactly one conversation per fire: the slot names it, so a second fire could not hide
-    started = client.redis.zrangebyscore(client.keys.conversations(), "-inf", "+inf")
+    started = client.redis.zrangebyscore(client.keys.conversations(0), "-inf", "+inf")
     assert sorted(c for c in started if str(c).startswith("sched.every2.")) == sorted(
         run.conversation_id for run in runs if run.conversation_id
     )

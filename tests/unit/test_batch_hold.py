@@ -45,7 +45,7 @@ def test_items_are_held_and_unindexed_until_dispatched(
     store.submit(bid, lines(4))
     cids = [store.conversation_id(bid, f"item-{i}") for i in range(4)]
     assert [held(real_redis, keys, cid) for cid in cids] == [False, False, True, True]
-    assert set(real_redis.zrange(keys.active(), 0, -1)) == set(cids[:2])
+    assert set(real_redis.zrange(keys.active(0), 0, -1)) == set(cids[:2])
     assert sorted(sent.advanced) == sorted(cids[:2])
     assert store.transition(bid, cids[0], BatchState.DONE) == [cids[2]]
     assert not held(real_redis, keys, cids[2]) and sent.advanced[2:] == [cids[2]]
@@ -67,7 +67,7 @@ def test_a_dispatch_cut_before_the_release_is_released_by_the_next_one(
 
     assert store.dispatch(bid) == [second]  # anyone who touches the batch next
     assert not held(real_redis, keys, second) and sent.advanced[-1] == second
-    assert real_redis.zscore(keys.active(), second) is not None
+    assert real_redis.zscore(keys.active(0), second) is not None
     assert held(real_redis, keys, third)  # the cap still holds
     assert store.dispatch(bid) == []  # released once confirmed: not again
 

@@ -83,7 +83,7 @@ def test_deliveries_go_to_both_streams_in_order(
 ) -> None:
     delivery = compaction_delivery()
     writer(real_redis, keys, settings).write(Flush(deliveries=[delivery]))
-    for stream in (keys.conversation_notifications(CID), keys.notification_stream()):
+    for stream in (keys.conversation_notifications(CID), keys.notification_stream(0)):
         ((_, fields),) = real_redis.xrange(stream)
         assert list(fields.items()) == list(delivery.fields().items())
 
@@ -115,7 +115,7 @@ def test_a_flush_after_redis_forgot_its_scripts_still_writes_once(
         step.model_dump_json(),
         again.model_dump_json(),
     ]
-    assert real_redis.xlen(keys.notification_stream()) == 2
+    assert real_redis.xlen(keys.notification_stream(0)) == 2
     assert flusher.next_position == 2
 
 
@@ -129,8 +129,8 @@ def test_usage_is_counted_for_the_day_under_the_model_by_the_script(
     real_redis.script_flush()  # a direct call survives a Redis that forgot the script too
     flusher.write(Flush(usage=usage))
     flusher.write(Flush(usage=UsageMetadata()))  # nothing to count
-    [day] = real_redis.keys(keys.usage_by_day("*"))
-    assert day == keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()))
+    [day] = real_redis.keys(keys.usage_by_day("*", 0))
+    assert day == keys.usage_by_day(time.strftime("%Y-%m-%d", time.gmtime()), 0)
     assert real_redis.hgetall(day) == {
         "m:prompt_token_count": "6",
         "m:candidates_token_count": "8",
@@ -168,11 +168,11 @@ def test_webhook_events_reach_the_outbox_only_when_an_endpoint_is_registered(
 
     flusher = writer(real_redis, keys, settings)
     flusher.write(Flush(webhooks=[event(1)]))
-    assert not real_redis.exists(keys.webhook_outbox())
+    assert not real_redis.exists(keys.webhook_outbox(0))
     real_redis.hset(keys.webhook_endpoints(), "wh_1", "{}")
     sent = [event(2), event(3)]
     flusher.write(Flush(webhooks=sent))
-    kept = [fields["event"] for _, fields in real_redis.xrange(keys.webhook_outbox())]
+    kept = [fields["event"] for _, fields in real_redis.xrange(keys.webhook_outbox(0))]
     assert kept == [e.model_dump_json() for e in sent]
 
 
@@ -196,9 +196,9 @@ def test_a_failed_end_indexes_its_conversation_and_the_index_keeps_the_newest(
     end("old", TurnStatus.FAILED, 10.0, kept=FAILURES_KEPT)
     end("fine", TurnStatus.COMPLETED, 11.0, kept=FAILURES_KEPT)
     end("cancelled", TurnStatus.CANCELLED, 12.0, kept=FAILURES_KEPT)
-    assert real_redis.zrange(keys.failures(), 0, -1, withscores=True) == [("old", 10.0)]
+    assert real_redis.zrange(keys.failures(0), 0, -1, withscores=True) == [("old", 10.0)]
     end("newer", TurnStatus.FAILED, 20.0, kept=FAILURES_KEPT)
     end("old", TurnStatus.FAILED, 30.0, kept=FAILURES_KEPT)  # failed again: moved to the front
-    assert real_redis.zrevrange(keys.failures(), 0, -1) == ["old", "newer"]
+    assert real_redis.zrevrange(keys.failures(0), 0, -1) == ["old", "newer"]
     end("newest", TurnStatus.FAILED, 40.0, kept=2)
-    assert real_redis.zrevrange(keys.failures(), 0, -1) == ["newest", "old"]
+    assert real_redis.zrevrange(keys.failures(0), 0, -1) == ["newest", "old"]

@@ -84,7 +84,7 @@ def test_a_fire_is_a_schedule_fired_webhook_event(stores: Stores, firer: Schedul
     EndpointStore(stores.redis, stores.keys).add(wanted, actor="test")
     _every(stores, "w")
     firer.tick(now=T0 + 10.01)
-    [(_, fields)] = stores.redis.xrange(stores.keys.webhook_outbox())
+    [(_, fields)] = stores.redis.xrange(stores.keys.webhook_outbox(0))
     event = WebhookEvent.model_validate_json(fields["event"])
     assert (event.kind, event.event_id) == (
         "schedule.fired",

@@ -31,12 +31,12 @@ def entry(n: int) -> str:
 @pytest.fixture
 def outbox(real_redis: redis.Redis, keys: KeySpace) -> TaskOutbox:
     """Relays with a lease no stall of a loaded machine outlasts between two calls."""
-    return TaskOutbox(real_redis, keys, lease_ms=10_000)
+    return TaskOutbox(real_redis, keys, 0, lease_ms=10_000)
 
 
 def fill(outbox: TaskOutbox, count: int) -> None:
     for n in range(count):  # as the scripts push: LPUSH, the oldest at the right
-        outbox.client.lpush(outbox.keys.task_outbox(), entry(n))
+        outbox.client.lpush(outbox.keys.task_outbox(0), entry(n))
 
 
 def test_entries_are_taken_oldest_first_and_dropped_once_acknowledged(outbox: TaskOutbox) -> None:
@@ -55,7 +55,7 @@ def test_one_relay_at_a_time_and_the_next_publishes_what_a_dead_one_took(
     outbox: TaskOutbox,
 ) -> None:
     fill(outbox, 2)
-    short = TaskOutbox(outbox.client, outbox.keys, lease_ms=200)  # a relay with a short lease
+    short = TaskOutbox(outbox.client, outbox.keys, 0, lease_ms=200)  # a relay with a short lease
     assert short.take("dead", 10) == [entry(0), entry(1)]  # then it dies, unacknowledged
     assert outbox.take("next", 10) is None  # its lease still runs
     time.sleep(0.25)
@@ -98,7 +98,7 @@ def test_a_relay_acknowledges_what_it_published_before_a_failure(outbox: TaskOut
 
 
 def test_an_entry_that_does_not_parse_is_dropped_not_blocking(outbox: TaskOutbox) -> None:
-    outbox.client.lpush(outbox.keys.task_outbox(), "not json")
+    outbox.client.lpush(outbox.keys.task_outbox(0), "not json")
     fill(outbox, 1)
     published: list[OutboxTask] = []
     assert Relay(outbox, published.append).step() == 2
@@ -119,7 +119,7 @@ def test_a_prompt_with_a_broker_apart_writes_its_advance_to_the_outbox(
         client.tasks.advance = no_second_write  # type: ignore[method-assign]
         conversation = client.new_conversation()
         conversation.send("first")
-        raw = client.redis.lrange(client.keys.task_outbox(), 0, -1)
+        raw = client.redis.lrange(client.keys.task_outbox(0), 0, -1)
         [task] = [OutboxTask.model_validate_json(r) for r in raw]
         assert task.task == ADVANCE and task.args == [conversation.conversation_id]
         assert task.queue == f"{own.key_prefix}.turns"

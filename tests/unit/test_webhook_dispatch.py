@@ -46,13 +46,13 @@ def test_events_become_deliveries_once_even_when_a_dispatcher_dies(
     assert first.step(block_ms=10) == 1 and sent == [did]  # the same delivery, not re-sent
     emit_webhook_event(real_redis, keys, kind, {"n": 2}, event_id="turn.failed:c:u")
     dying = real_redis.xreadgroup(  # a dispatcher that read it and died before its ack
-        "dispatch", "dead", {keys.webhook_outbox(): ">"}, count=10
+        "dispatch", "dead", {keys.webhook_outbox(0): ">"}, count=10
     )
     assert len(dying[0][1]) == 1
     second = _dispatcher(real_redis, keys, sent, "b", idle_ms=0)
     assert second.step(reclaim=True, block_ms=10) == 1
     assert len(sent) == 2 and sent[1] != did
-    assert real_redis.xpending(keys.webhook_outbox(), "dispatch")["pending"] == 0
+    assert real_redis.xpending(keys.webhook_outbox(0), "dispatch")["pending"] == 0
 
 
 def _one_unreachable_endpoint(client: redis.Redis, keys: KeySpace) -> EndpointStore:

@@ -107,11 +107,11 @@ def test_events_enter_the_outbox_only_when_an_endpoint_is_registered(
 ) -> None:
     kind = WebhookEventKind.SCHEDULE_FIRED
     assert not emit_webhook_event(fake_redis, keys, kind, {"s": 1}, event_id="a")
-    assert fake_redis.xlen(keys.webhook_outbox()) == 0
+    assert fake_redis.xlen(keys.webhook_outbox(0)) == 0
     request = EndpointRequest(url="https://example.test/h", events=[kind])
     EndpointStore(fake_redis, keys).add(request, actor="t")
     assert emit_webhook_event(fake_redis, keys, kind, {"s": 1}, event_id="a")
-    assert fake_redis.xlen(keys.webhook_outbox()) == 1
+    assert fake_redis.xlen(keys.webhook_outbox(0)) == 1
 
 
 def test_the_delivery_log_is_bounded_and_dispatching_twice_makes_one_delivery(

@@ -18,7 +18,7 @@ from webui.services import Services
 def test_usage_by_model_and_day(http: FlaskClient, viewer: dict[str, str], svc: Services) -> None:
     day = date(2025, 3, 10)
     svc.redis.hset(
-        svc.keys.usage_by_day(day.isoformat()),
+        svc.keys.usage_by_day(day.isoformat(), 0),
         mapping={
             "signoff-demo:prompt_token_count": 10,
             "signoff-demo:candidates_token_count": 5,
@@ -28,7 +28,7 @@ def test_usage_by_model_and_day(http: FlaskClient, viewer: dict[str, str], svc: 
         },
     )
     svc.redis.hset(
-        svc.keys.usage_by_day((day + timedelta(days=1)).isoformat()),
+        svc.keys.usage_by_day((day + timedelta(days=1)).isoformat(), 0),
         mapping={"signoff-demo:total_token_count": 1},
     )
     body = http.get("/api/v1/usage?start=2025-03-09&end=2025-03-11", headers=viewer).json

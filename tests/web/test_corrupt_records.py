@@ -40,7 +40,7 @@ def _corrupt_conversation(svc: Services, cid: str, fields: dict[str, str]) -> st
     stamp = str(time.time())
     base = {"status": "idle", "closed": "0", "created_at": stamp, "updated_at": stamp}
     svc.redis.hset(key, mapping=base | fields)
-    svc.redis.zadd(svc.keys.conversations(), {cid: time.time() + 1})  # the newest
+    svc.redis.zadd(svc.keys.conversations(0), {cid: time.time() + 1})  # the newest
     return key
 
 
@@ -76,7 +76,7 @@ def test_conversation_pages_survive_a_corrupt_record(
 ) -> None:
     fields = CORRUPT_CONVERSATIONS["null-timeout"] | {"last_turn_status": "failed"}
     key = _corrupt_conversation(svc, "bad-page", fields)
-    svc.redis.zadd(svc.keys.failures(), {"bad-page": time.time()})  # the home page reads it
+    svc.redis.zadd(svc.keys.failures(0), {"bad-page": time.time()})  # the home page reads it
     caplog.set_level(logging.WARNING, logger=UNREADABLE)
     home = signed_in.get("/", follow_redirects=True)
     assert home.status_code == 200

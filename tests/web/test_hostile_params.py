@@ -151,7 +151,7 @@ def test_an_id_ending_in_a_newline_writes_nothing(
     assert batch.status_code == 422, batch.text
     assert re.search(r"batch[ _]id", batch.json["error"]["message"])
     assert [k for k in svc.redis.scan_iter(f"{svc.keys.prefix}:*") if "\n" in k] == []
-    assert svc.redis.zcard(svc.keys.conversations()) == svc.redis.zcard(svc.keys.batches()) == 0
+    assert svc.redis.zcard(svc.keys.conversations(0)) == svc.redis.zcard(svc.keys.batches()) == 0
     assert http.get("/api/v1/conversations/abc%0A", headers=submitter).status_code == 404
 
 

@@ -12,7 +12,7 @@ from webui.services import Services
 def test_api_refuses_a_setting_the_provider_cannot_honour(
     http: FlaskClient, operator: dict[str, str], svc: Services
 ) -> None:
-    before = svc.store.client.zcard(svc.store.keys.conversations())
+    before = svc.store.client.zcard(svc.store.keys.conversations(0))
     created = http.post(
         "/api/v1/conversations",
         json={
@@ -25,7 +25,7 @@ def test_api_refuses_a_setting_the_provider_cannot_honour(
     assert created.status_code == 422, created.text
     message = created.json["error"]["message"]
     assert "model_settings.parallel_tool_calls" in message and "'ollama'" in message
-    assert svc.store.client.zcard(svc.store.keys.conversations()) == before
+    assert svc.store.client.zcard(svc.store.keys.conversations(0)) == before
 
     cid = new_conversation(http, operator, provider="ollama", model="qwen")
     sent = http.post(

@@ -101,7 +101,7 @@ def test_conversation_list_pages(signed_in: FlaskClient, svc: Services) -> None:
 def test_usage_page_draws_a_chart(signed_in: FlaskClient, svc: Services) -> None:
     today = datetime.now(UTC).date().isoformat()
     svc.redis.hset(
-        svc.keys.usage_by_day(today),
+        svc.keys.usage_by_day(today, 0),
         mapping={
             "signoff-demo:total_token_count": 1200,
             "signoff-demo:prompt_token_count": 1000,

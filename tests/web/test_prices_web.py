@@ -43,7 +43,7 @@ def test_usage_page_and_api_show_cost_and_no_price(
     signed_in: FlaskClient, svc: Services, operator: dict[str, str]
 ) -> None:
     day = time.strftime("%Y-%m-%d", time.gmtime())
-    key = svc.keys.usage_by_day(day)
+    key = svc.keys.usage_by_day(day, 0)
     priced = UsageMetadata(total_token_count=100, cost_micros=1_500_000)
     unpriced = UsageMetadata(total_token_count=40, unpriced_calls=2)
     for name, usage in (("gpt-x", priced), ("local:1b", unpriced), ("@agent:triage", priced)):
@@ -74,7 +74,7 @@ def test_usage_csv_breaks_tokens_and_cost_down_by_day_model_agent_and_owner(
     signed_in: FlaskClient, svc: Services
 ) -> None:
     day = time.strftime("%Y-%m-%d", time.gmtime())
-    key = svc.keys.usage_by_day(day)
+    key = svc.keys.usage_by_day(day, 0)
     svc.redis.hset(key, mapping={"gpt-x:total_token_count": 100, "gpt-x:cost_micros": 2_500})
     svc.redis.hset(key, mapping={"local:total_token_count": 7, "local:unpriced_calls": 1})
     svc.redis.hset(key, mapping={"@owner:=cmd|x:total_token_count": 107})
@@ -115,7 +115,7 @@ def test_a_batch_projects_the_cost_of_its_rest_from_the_items_that_ran() -> None
 
 def _seed(svc: Services, day: str, name: str, total: int, cost_micros: int) -> None:
     """One name's counters in a day's usage hash, as the worker's flush writes them."""
-    key = svc.keys.usage_by_day(day)
+    key = svc.keys.usage_by_day(day, 0)
     svc.redis.hset(key, mapping={f"{name}:total_token_count": total})
     svc.redis.hset(key, mapping={f"{name}:cost_micros": cost_micros})
 

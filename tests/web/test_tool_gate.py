@@ -57,7 +57,7 @@ def test_a_submitter_cannot_loosen_the_policy(
     assert forbidden_fields(response) == fields
     for field in fields:
         assert field in response.json["error"]["message"]
-    assert svc.redis.zcard(svc.keys.conversations()) == 0
+    assert svc.redis.zcard(svc.keys.conversations(0)) == 0
 
 
 def test_a_submitter_may_tighten_and_the_detail_shows_the_effect(
@@ -291,7 +291,7 @@ def test_numbers_and_ids_are_bounded_at_the_edge(
         headers={**operator, "Content-Type": "application/json"},
     )
     assert response.status_code in (400, 422), response.text
-    assert svc.redis.zcard(svc.keys.conversations()) == 0
+    assert svc.redis.zcard(svc.keys.conversations(0)) == 0
 
 
 def test_a_batch_with_an_infinite_timeout_is_refused(

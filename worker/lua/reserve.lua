@@ -21,7 +21,15 @@
 -- ARGV[3] max_output: the call's max output tokens
 -- ARGV[4] active: JSON list of the scopes that apply ("conversation", "batch", ...)
 -- ARGV[5] day_ttl_s: how long a day's spend is kept
-local price_json = redis.call('HGET', prices_key, price_field)
+-- ARGV[6] price_given: '' to read it from KEYS[1]; else the price JSON already read, or 'none'
+--         (on a cluster the scopes outside the conversation's slot are reserved one call
+--         each, after the conversation's, at the price it read)
+local price_json = false
+if price_given == '' then
+  price_json = redis.call('HGET', prices_key, price_field)
+elseif price_given ~= 'none' then
+  price_json = price_given
+end
 local tokens = tonumber(prompt_tokens) + tonumber(max_output)
 local micros = 0
 local priced = false

@@ -30,6 +30,7 @@ from shared.store.conversations import ConversationStore
 from shared.store.keys import KeySpace
 from shared.store.notifications import NotificationStore
 from shared.store.routes import RouteStore
+from shared.store.stream_groups import ensure_group
 from worker.loop_step import LoopStep
 
 __all__ = ["GROUP", "RouteNotifier", "RouteNotifierStep", "recipient_id"]
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 GROUP = "routes"
 BLOCK_MS = 1_000
+SHARDS_PAUSE_MS = 100  # the longest wait between two rounds over several shards' streams
 BATCH = 100
 RECLAIM_IDLE_MS = 30_000
 # Escalations are looked for at most this often (an idle step waits this long anyway): a busy
@@ -110,26 +112,28 @@ class RouteNotifier:
         if now - self._escalations_polled >= ESCALATION_POLL_S:
             self._escalations_polled = now
             self.escalate_due()
-        stream, audit = self.keys.notification_stream(), self.keys.audit()
-        self._ensure_group(stream)
-        entries: list[tuple[str, dict[str, str]]] = []
-        if reclaim:
+        streams, audit = self.keys.every_shard(self.keys.notification_stream), self.keys.audit()
+        self._ensure_group([*streams, audit])
+        entries: list[tuple[str, str, dict[str, str]]] = []  # (stream, entry id, fields)
+        for stream in streams if reclaim else []:
             reply: Any = self.client.xautoclaim(
                 stream, GROUP, self.consumer, RECLAIM_IDLE_MS, count=BATCH
             )
-            entries += [(eid, fields) for eid, fields in reply[1] if fields]
-        found: Any = self.client.xreadgroup(
-            GROUP, self.consumer, {stream: ">", audit: ">"}, count=BATCH, block=block_ms
-        )
+            entries += [(stream, eid, fields) for eid, fields in reply[1] if fields]
         settled: list[tuple[str, dict[str, str]]] = []
-        for name, read in found or []:
-            (settled if str(name) == audit else entries).extend(read)
-        requests = [f for _, f in entries if f.get("kind") == NotificationKind.INTERACTION.value]
+        for name, read in self._read([*streams, audit], block_ms):
+            if name == audit:
+                settled += read
+            else:
+                entries += [(name, eid, fields) for eid, fields in read]
+        requests = [f for *_, f in entries if f.get("kind") == NotificationKind.INTERACTION.value]
         routes = self.routes.all() if requests else []  # passive entries need no route
         for fields in requests if routes else []:
             self._notify(fields.get("notification_id", ""), routes)
-        if entries:
-            self.client.xack(stream, GROUP, *(entry_id for entry_id, _ in entries))
+        for stream in streams:
+            done = [entry_id for name, entry_id, _ in entries if name == stream]
+            if done:
+                self.client.xack(stream, GROUP, *done)
         for _, fields in settled:  # a decision anywhere: its Slack messages say so
             nid = fields.get("notification_id", "")
             if self.update_slack is not None and nid and self._posted(nid):
@@ -137,6 +141,23 @@ class RouteNotifier:
         if settled:
             self.client.xack(audit, GROUP, *(entry_id for entry_id, _ in settled))
         return len(entries) + len(settled)
+
+    def _read(self, streams: list[str], block_ms: int) -> list[tuple[str, Any]]:
+        """New entries of `streams`: in one blocking read on one Redis; on a cluster (where a
+        read may not span slots) one read each without blocking, and a pause when none
+        found anything."""
+        if self.keys.shards == 1:
+            found: Any = self.client.xreadgroup(
+                GROUP, self.consumer, dict.fromkeys(streams, ">"), count=BATCH, block=block_ms
+            )
+            return [(str(name), read) for name, read in found or []]
+        reads = []
+        for stream in streams:
+            found = self.client.xreadgroup(GROUP, self.consumer, {stream: ">"}, count=BATCH)
+            reads += [(str(name), read) for name, read in found or []]
+        if not reads and block_ms:
+            time.sleep(min(block_ms, SHARDS_PAUSE_MS) / 1000)
+        return reads
 
     def _posted(self, nid: str) -> bool:
         try:
@@ -197,15 +218,11 @@ class RouteNotifier:
                 self._send(nid, route)
         return claimed
 
-    def _ensure_group(self, stream: str) -> None:
+    def _ensure_group(self, streams: list[str]) -> None:
         if self._group_ready:
             return
-        for key in (stream, self.keys.audit()):
-            try:
-                self.client.xgroup_create(key, GROUP, id="$", mkstream=True)
-            except redis.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+        for key in streams:
+            ensure_group(self.client, key, GROUP, start="$")
         self._group_ready = True
 
 

@@ -111,7 +111,7 @@ class _Sender:
 
 def register_routes(app: Celery, settings: Settings) -> None:
     """Adds the route tasks and, to every worker this app runs, a route notifier thread."""
-    sender = _Sender(connect(settings), KeySpace(settings.key_prefix), settings)
+    sender = _Sender(connect(settings), KeySpace.of(settings), settings)
     queue = webhook_queue_name(settings)
 
     @app.task(name=EMAIL_APPROVAL, ignore_result=True)

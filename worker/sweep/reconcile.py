@@ -111,8 +111,9 @@ class Reconciler:
     # Parked conversations
 
     def _parked(self, report: Reconciled) -> None:
-        cursor = ZsetCursor(self.client, self.keys, self.keys.conversations())
-        waiting = self._waiting(cursor.next_page(self.page))
+        waiting: dict[str, bool] = {}
+        for index in self.keys.every_shard(self.keys.conversations):  # a page of each shard
+            waiting |= self._waiting(ZsetCursor(self.client, self.keys, index).next_page(self.page))
         found = self.notifications.records(list(waiting))
         settled = [n for n in found.notes if n.status is not NotificationStatus.PENDING]
         self.finish(settled, [], report)
@@ -168,13 +169,18 @@ class Reconciler:
 
     def _redeliver(self, notes: list[Notification]) -> list[str]:
         """Adds each note's delivery to the streams that lack it; returns the ids added."""
-        missing = [(self.keys.notification_stream(), n) for n in self._lacking(notes, None)]
         by_conversation: dict[str, list[Notification]] = defaultdict(list)
+        by_shard: dict[int, list[Notification]] = defaultdict(list)
         for note in notes:
             by_conversation[note.conversation_id].append(note)
+            by_shard[self.keys.shard_of(note.conversation_id)].append(note)
+        missing = []
+        for shard, group in by_shard.items():
+            stream = self.keys.notification_stream(shard)
+            missing += [(stream, n) for n in self._lacking(group, stream)]
         for cid, group in by_conversation.items():
             stream = self.keys.conversation_notifications(cid)
-            missing += [(stream, n) for n in self._lacking(group, cid)]
+            missing += [(stream, n) for n in self._lacking(group, stream)]
         with (
             storage_errors("adding notification deliveries"),
             self.client.pipeline(transaction=False) as pipe,
@@ -189,13 +195,8 @@ class Reconciler:
             pipe.execute()
         return [note.id for _, note in missing]
 
-    def _lacking(self, notes: list[Notification], cid: str | None) -> list[Notification]:
-        """Those of `notes` with no delivery on the global stream, or on `cid`'s."""
-        stream = (
-            self.keys.notification_stream()
-            if cid is None
-            else self.keys.conversation_notifications(cid)
-        )
+    def _lacking(self, notes: list[Notification], stream: str) -> list[Notification]:
+        """Those of `notes` with no delivery on `stream`."""
         since = min(n.created_at for n in notes)
         seen = self._seen(stream, {n.id for n in notes}, since, event="interaction")
         return [n for n in notes if n.id not in seen]

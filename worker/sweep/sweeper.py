@@ -159,8 +159,13 @@ class Sweeper:
         return [bid for bid, status in zip(ids, statuses, strict=True) if status == "running"]
 
     def _active(self) -> list[str]:
-        with storage_errors("sweeping active conversations"):
-            return [str(cid) for cid in self.client.zrange(self.keys.active(), 0, -1)]
+        with (
+            storage_errors("sweeping active conversations"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            for index in self.keys.every_shard(self.keys.active):
+                pipe.zrange(index, 0, -1)
+            return [str(cid) for found in pipe.execute() for cid in found]
 
     def _needs_leg(self, cid: str) -> bool:
         with (
@@ -178,7 +183,7 @@ class Sweeper:
         if active or queued:
             return True
         with storage_errors(f"sweeping conversation {cid}"):
-            self.client.zrem(self.keys.active(), cid)
+            self.client.zrem(self.keys.active(self.keys.shard_of(cid)), cid)
         return False
 
     def _settled(self, nid: str) -> bool:

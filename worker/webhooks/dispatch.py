@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from shared.errors import NotFound, SignoffError
 from shared.models.webhooks import DeliveryStatus, WebhookEndpoint, WebhookEvent
 from shared.store.keys import KeySpace
+from shared.store.stream_groups import ensure_group
 from shared.store.webhook_log import DeliveryLog
 from shared.store.webhooks import EndpointStore
 from worker.loop_step import LoopStep
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 GROUP = "dispatch"
 BLOCK_MS = 1_000
+SHARDS_PAUSE_MS = 100  # the longest wait between two rounds over several shards' outboxes
 BATCH = 100
 RECLAIM_IDLE_MS = 30_000
 STOP_WAIT_S = 0.2
@@ -92,20 +94,30 @@ class Dispatcher:
                 stop.wait(_ERROR_PAUSE_S)
 
     def step(self, *, reclaim: bool = False, block_ms: int = BLOCK_MS) -> int:
-        """Dispatches what is waiting (and, with `reclaim`, what a dead dispatcher left)."""
-        self._ensure_group()
-        entries: list[tuple[str, dict[str, str]]] = []
-        if reclaim:
-            entries += self._reclaimed()
-        reply: Any = self.client.xreadgroup(
-            GROUP, self.consumer, {self.keys.webhook_outbox(): ">"}, count=BATCH, block=block_ms
-        )
-        for _stream, found in reply or []:
-            entries += found
+        """Dispatches what is waiting (and, with `reclaim`, what a dead dispatcher left).
+
+        Each state shard has its outbox. One is read blocking; several are read in turn
+        without blocking (a cluster has no read across slots), and a round that finds
+        nothing waits `SHARDS_PAUSE_MS` at most.
+        """
+        outboxes = self.keys.every_shard(self.keys.webhook_outbox)
+        self._ensure_group(outboxes)
+        entries: list[tuple[str, str, dict[str, str]]] = []
+        for outbox in outboxes:
+            if reclaim:
+                entries += [(outbox, eid, fields) for eid, fields in self._reclaimed(outbox)]
+            block = block_ms if len(outboxes) == 1 else None
+            reply: Any = self.client.xreadgroup(
+                GROUP, self.consumer, {outbox: ">"}, count=BATCH, block=block
+            )
+            for _stream, found in reply or []:
+                entries += [(outbox, eid, fields) for eid, fields in found]
+        if not entries and len(outboxes) > 1 and block_ms:
+            time.sleep(min(block_ms, SHARDS_PAUSE_MS) / 1000)
         endpoints = self.endpoints.all() if entries else []
-        for entry_id, fields in entries:
+        for outbox, entry_id, fields in entries:
             self._dispatch(fields.get("event", ""), endpoints)
-            self.client.xack(self.keys.webhook_outbox(), GROUP, entry_id)
+            self.client.xack(outbox, GROUP, entry_id)
         return len(entries)
 
     def sweep(self, now: float | None = None) -> list[str]:
@@ -128,20 +140,16 @@ class Dispatcher:
             taken.append(did)
         return taken
 
-    def _ensure_group(self) -> None:
+    def _ensure_group(self, outboxes: list[str]) -> None:
         if self._group_ready:
             return
-        try:
-            # from the start: events emitted while no worker ran are delivered too
-            self.client.xgroup_create(self.keys.webhook_outbox(), GROUP, id="0", mkstream=True)
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        for outbox in outboxes:  # from the start: events emitted while no worker ran too
+            ensure_group(self.client, outbox, GROUP)
         self._group_ready = True
 
-    def _reclaimed(self) -> list[tuple[str, dict[str, str]]]:
+    def _reclaimed(self, outbox: str) -> list[tuple[str, dict[str, str]]]:
         reply: Any = self.client.xautoclaim(
-            self.keys.webhook_outbox(), GROUP, self.consumer, self.reclaim_idle_ms, count=BATCH
+            outbox, GROUP, self.consumer, self.reclaim_idle_ms, count=BATCH
         )
         return [(eid, fields) for eid, fields in reply[1] if fields]
 

@@ -37,7 +37,7 @@ def create_delivery_celery(settings: Settings) -> Celery:
 
 def register_webhooks(app: Celery, settings: Settings) -> None:
     """Adds the delivery task and, to every worker this app runs, a dispatcher thread."""
-    keys = KeySpace(settings.key_prefix)
+    keys = KeySpace.of(settings)
     client = connect(settings)
     deliveries = DeliveryLog(client, keys, size=settings.webhook_log_size)
     deliverer = Deliverer(settings, EndpointStore(client, keys), deliveries)
