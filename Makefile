@@ -46,10 +46,13 @@ test: system-test $(TEST_STAMP)
 test-rabbitmq: system-test $(TEST_STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile -m rabbitmq
 
-# State on a real three-primary Redis Cluster (started by the tests, `redis-server
-# --cluster-enabled` on free ports), Celery's broker on a Redis of its own (marker `cluster`).
+# The integration suite with state on a real three-primary Redis Cluster (each test process
+# forms its own from `redis-server --cluster-enabled` on free ports) and Celery's broker on a
+# Redis of its own, and the cluster's own tests (marker `cluster`); tests that assume one
+# Redis which is also the broker (marker `one_redis`: restarts, Sentinel, proxies) are left out.
 test-cluster: system-test $(TEST_STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile -m cluster
+	SIGNOFF_TEST_CLUSTER=1 $(PY) -m pytest -q -n 2 --dist loadfile \
+		-m "not one_redis and not rabbitmq and not long" tests/integration
 
 # The long runs against the real model (docs/real-model.md): 100 turns at a 4,096-token context.
 test-long: system-test $(TEST_STAMP)

@@ -24,6 +24,7 @@ BENCHMARKS = [
     "metrics",
     "capacity",
     "failover",
+    "shards",
 ]
 
 

@@ -56,6 +56,26 @@ class Check:
 redacted = redacted_url  # the Redis URL with its password hidden
 
 
+def _cluster_info(by_node: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A cluster's primaries' INFO as one: memory summed, the oldest version, and the weakest
+    setting of any (an evicting or unpersisted node is the cluster's risk)."""
+    nodes = list(by_node.values())
+    merged = dict(nodes[0])
+    merged["cluster_primaries"] = len(nodes)
+    for field in ("used_memory", "maxmemory", "total_system_memory"):
+        merged[field] = sum(int(node.get(field, 0)) for node in nodes)
+    merged["redis_version"] = min(
+        (str(node.get("redis_version", "?")) for node in nodes), key=_version
+    )
+    evicting = [
+        n.get("maxmemory_policy") for n in nodes if n.get("maxmemory_policy") != "noeviction"
+    ]
+    if evicting:
+        merged["maxmemory_policy"] = evicting[0]
+    merged["aof_enabled"] = min(int(node.get("aof_enabled", 0)) for node in nodes)
+    return merged
+
+
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
 
@@ -73,7 +93,11 @@ def check_redis(client: redis.Redis, settings: Settings) -> tuple[Check, dict[st
                 f"{host}:{port}, the primary of {settings.redis_sentinel_master!r} "
                 f"(Sentinels {settings.redis_sentinels})"
             )
-        info: dict[str, Any] = client.info()
+        if settings.redis_cluster:
+            info = _cluster_info(client.info(target_nodes="primaries"))
+            where = f"{where}, a Redis Cluster of {info['cluster_primaries']} primaries"
+        else:
+            info = client.info()
     except redis.AuthenticationError as exc:
         return Check("redis", Level.FAIL, f"{where} refused the password: {exc}"), {}
     except redis.RedisError as exc:
@@ -358,7 +382,10 @@ def _config_get(client: redis.Redis, name: str) -> str | None:
 
 def run_checks(settings: Settings) -> list[Check]:
     """Every check, in order; the others are skipped when Redis cannot be reached."""
-    client = connect(settings)
+    try:
+        client = connect(settings)
+    except SignoffError as exc:  # a cluster client asks for the map at once
+        return [Check("redis", Level.FAIL, str(exc))]
     try:
         reachable, info = check_redis(client, settings)
         if reachable.level is Level.FAIL:

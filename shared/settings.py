@@ -625,6 +625,16 @@ class Settings(BaseSettings):
             raise ValueError("must be non-empty without braces, colons or whitespace")
         return value
 
+    @field_validator("redis_wait_replicas")
+    @classmethod
+    def _wait_on_one_primary(cls, value: int, info: ValidationInfo) -> int:
+        if value and info.data.get("redis_cluster"):
+            raise ValueError(
+                "waiting for replicas is not supported on a Redis Cluster (a WAIT answers for "
+                "one node's replicas): set SIGNOFF_REDIS_WAIT_REPLICAS=0"
+            )
+        return value
+
     @field_validator("redis_sentinels")
     @classmethod
     def _sentinel_addresses(cls, value: str, info: ValidationInfo) -> str:

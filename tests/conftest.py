@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from shared.client import Client
+from shared.local.embedded_cluster import RedisClusterNodes
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.settings import Settings
 from shared.store.keys import KeySpace
@@ -28,17 +30,31 @@ hypothesis_settings.register_profile(
 hypothesis_settings.load_profile("signoff")
 
 
+# `SIGNOFF_TEST_CLUSTER=1`: state on a three-primary Redis Cluster and Celery's broker on a
+# Redis of its own, for every test that takes the session's Redis (`make test-cluster`)
+CLUSTER = os.environ.get("SIGNOFF_TEST_CLUSTER") == "1"
+
+
 @pytest.fixture(scope="session")
-def redis_server() -> Iterator[EmbeddedRedis]:
+def redis_server() -> Iterator[EmbeddedRedis | RedisClusterNodes]:
     """A private redis-server on a free port; a test failing to start it fails loudly."""
+    if CLUSTER:
+        with RedisClusterNodes(3) as nodes, EmbeddedRedis() as broker:
+            # read by every Settings() the tests build and every process they start
+            os.environ.update(SIGNOFF_REDIS_CLUSTER="true", SIGNOFF_BROKER_URL=broker.url)
+            yield nodes
+        return
     server = EmbeddedRedis().start()
     yield server
     server.stop()
 
 
 @pytest.fixture
-def real_redis(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+def real_redis(redis_server: EmbeddedRedis | RedisClusterNodes) -> Iterator[redis.Redis]:
+    if isinstance(redis_server, RedisClusterNodes):
+        client: redis.Redis = redis_server.client()  # type: ignore[assignment]
+    else:
+        client = redis.Redis.from_url(redis_server.url, decode_responses=True)
     client.flushdb()
     yield client
     client.close()

@@ -16,15 +16,13 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 import mcp_types as types
-import redis
 from mcp.client import Client, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
-from tests.stack import ROOT, SIGNOFF
+from tests.stack import ROOT, SIGNOFF, state_store
 
 T = TypeVar("T")
 
@@ -73,8 +71,8 @@ class McpHost:
 
 def role_tokens(env: dict[str, str], prefix: str) -> dict[str, str]:
     """A token of each role, named `<prefix>-<role>`, by role name."""
-    admin = redis.Redis.from_url(env["SIGNOFF_REDIS_URL"], decode_responses=True)
-    store = TokenStore(admin, KeySpace(env["SIGNOFF_KEY_PREFIX"]))
+    admin, keys = state_store(env["SIGNOFF_REDIS_URL"], env["SIGNOFF_KEY_PREFIX"])
+    store = TokenStore(admin, keys)
     try:
         return {role: store.create(f"{prefix}-{role}", role) for role in ROLES}
     finally:

@@ -9,12 +9,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import redis
 
 from shared.client import Client, Conversation
 from shared.models.events import ConversationStatus
 from shared.models.notifications import Notification
 from shared.settings import Settings
+from shared.store.connection import connect
+from shared.store.keys import KeySpace
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNOFF = str(Path(sys.executable).with_name("signoff"))  # the venv's `signoff` command
@@ -189,3 +194,22 @@ def parked(
             return pending
         time.sleep(0.02)
     raise AssertionError(f"conversation {conversation.conversation_id} did not park")
+
+
+def members(client: Client, key_of: Callable[[int], str]) -> list[str]:
+    """Every member of a sorted set with a copy per state shard (one on one Redis)."""
+    return [
+        str(m) for key in client.keys.every_shard(key_of) for m in client.redis.zrange(key, 0, -1)
+    ]
+
+
+def lengths_of(client: Client, key_of: Callable[[int], str]) -> int:
+    """How many entries a list with a copy per state shard holds in all."""
+    return sum(int(client.redis.llen(key)) for key in client.keys.every_shard(key_of))
+
+
+def state_store(url: str, prefix: str) -> tuple[redis.Redis, KeySpace]:
+    """A client of the state Redis at `url` and the key space under `prefix`, as the product
+    makes them (a cluster's client and shards when the environment names a cluster)."""
+    settings = Settings(redis_url=url, key_prefix=prefix)
+    return connect(settings), KeySpace.of(settings)

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
+from opentelemetry import context as otel_context
+from opentelemetry import propagate
 from pydantic import ValidationError
 
 from shared.client.outbox import OutboxTask
@@ -102,10 +104,19 @@ class Relay:
 
 
 def app_publisher(app: Celery) -> Publish:
-    """Publishes through `app`'s producer pool (confirmed by RabbitMQ before it returns)."""
+    """Publishes through `app`'s producer pool (confirmed by RabbitMQ before it returns).
+
+    Each task is sent within the trace context its entry carries (the web request's, say):
+    Celery's instrumentation makes the sending span there and puts it in the message, where
+    the relay thread's own empty context would start a trace of its own.
+    """
 
     def publish(task: OutboxTask) -> None:
-        app.send_task(task.task, args=task.args, queue=task.queue, headers=dict(task.headers))
+        token = otel_context.attach(propagate.extract(dict(task.headers)))
+        try:
+            app.send_task(task.task, args=task.args, queue=task.queue, headers=dict(task.headers))
+        finally:
+            otel_context.detach(token)
 
     return publish
 

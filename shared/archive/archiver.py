@@ -227,13 +227,17 @@ class Archiver:
             shard = self.keys.shard_of(cid)
             for index in (self.keys.conversations, self.keys.failures, self.keys.active):
                 pipe.zrem(index(shard), cid)
-            if notes and notes[0]:
+            together = self.keys.shards == 1  # the notifications index: another slot
+            if notes and notes[0] and together:
                 pipe.zrem(self.keys.notifications_all(), *notes[0])
             pipe.zadd(self.keys.archived(shard), {cid: time.time()})
             try:
                 pipe.execute()
             except redis.WatchError:
                 return False
+        if notes and notes[0] and not together:
+            with storage_errors(f"unindexing the notifications of {cid}"):
+                self.client.zrem(self.keys.notifications_all(), *notes[0])
         return True
 
     def _release(self, cid: str, token: str) -> None:
@@ -303,10 +307,15 @@ class Archiver:
             pipe.hdel(self.keys.conversation(cid), "archiving")
             shard = self.keys.shard_of(cid)
             pipe.zadd(self.keys.conversations(shard), {cid: float(conv.get("created_at", 0))})
-            for nid, created in _notification_times(dumps, notes).items():
-                pipe.zadd(self.keys.notifications_all(), {nid: created})
             pipe.zrem(self.keys.archived(shard), cid)
+            times = _notification_times(dumps, notes)
+            if self.keys.shards == 1:
+                for nid, created in times.items():
+                    pipe.zadd(self.keys.notifications_all(), {nid: created})
             pipe.execute()
+        if self.keys.shards > 1 and times:  # the notifications index: another slot
+            with storage_errors(f"indexing the notifications of {cid}"):
+                self.client.zadd(self.keys.notifications_all(), times)
 
 
 def _notification_times(dumps: list[KeyDump], ids: list[str]) -> dict[str, float]:

@@ -66,8 +66,16 @@ def to_json(kind: str, value: Any) -> Any:
     if kind == "zset":
         return [[member, score] for member, score in value]
     if kind == "stream":
-        return [[entry_id, fields] for entry_id, fields in value]
+        return [[entry_id, _fields(fields)] for entry_id, fields in value]
     return value
+
+
+def _fields(fields: Any) -> dict[str, Any]:
+    """A stream entry's fields; a cluster client's transaction answers them as a flat list
+    (name, value, ...), where a plain client's makes a dict."""
+    if isinstance(fields, dict):
+        return fields
+    return dict(zip(fields[0::2], fields[1::2], strict=True))
 
 
 def encode(header: dict[str, Any], dumps: list[KeyDump]) -> bytes:

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from enum import Enum
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from kombu import Exchange, Queue
 
 from shared.settings import Settings, sentinel_addresses
+from shared.store.connection import redacted_url
 
 __all__ = [
     "BrokerKind",
@@ -115,15 +116,6 @@ def _quorum_queue(name: str) -> Queue:
         durable=True,
         queue_arguments={"x-queue-type": QUORUM},
     )
-
-
-def redacted_url(url: str) -> str:
-    """`url` with its password hidden."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def described(settings: Settings) -> str:

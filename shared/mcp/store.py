@@ -208,11 +208,20 @@ class McpServerStore:
                     pipe.watch(key)
                     raw = pipe.hget(key, name)
                     result = write(pipe, _parse(name, raw) if raw else None)
-                    if pipe.explicit_transaction:
+                    if _in_multi(pipe):
                         pipe.execute()
                     return result
                 except redis.WatchError:
                     continue
+
+
+def _in_multi(pipe: Any) -> bool:
+    """Whether `write` began the transaction (it decides whether there is anything to write);
+    a cluster pipeline keeps the flag on its strategy."""
+    strategy = getattr(pipe, "_execution_strategy", None)
+    if strategy is not None:
+        return bool(strategy._explicit_transaction)
+    return bool(pipe.explicit_transaction)
 
 
 def _drop_catalog(pipe: Any, keys: KeySpace, server: McpServer) -> None:

@@ -600,7 +600,8 @@ class BatchStore(AdvancingStore):
                     turn = self.keys.turn(item["conversation_id"], item["turn_id"])
                     pipe.hmget(turn, TURN_FIELDS)
                 else:
-                    pipe.echo("")  # keeps the replies in pairs
+                    pipe.exists(self.keys.batch(bid))  # keeps the replies in pairs (a keyed
+                    # command: a cluster pipeline routes each by its key)
             replies = pipe.execute()
         archived = self._archived_turns(items, replies[1::2])
         for n, (item, state, turn) in enumerate(

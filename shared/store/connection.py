@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
@@ -35,6 +36,7 @@ __all__ = [
     "ReplicaWait",
     "connect",
     "connect_async",
+    "redacted_url",
     "storage_errors",
 ]
 
@@ -167,8 +169,20 @@ def _cluster(settings: Settings, pool: PoolBound | None, options: dict[str, Any]
             "connection_pool_class": redis.BlockingConnectionPool,
             "timeout": settings.redis_pool_wait_s,
         }
-    client: Any = redis.cluster.RedisCluster.from_url(settings.redis_url, **bounds, **options)
+    try:  # it asks a node for the cluster's map at once
+        client: Any = redis.cluster.RedisCluster.from_url(settings.redis_url, **bounds, **options)
+    except redis.exceptions.RedisClusterException as exc:
+        where = redacted_url(settings.redis_url)
+        raise StorageError(f"cannot reach {where} (a Redis Cluster): {exc}") from None
     return cast(redis.Redis, client)  # the commands Signoff sends are the same
+
+
+def redacted_url(url: str) -> str:
+    """`url` with its password hidden."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
 
 
 def _sentinel_kwargs(settings: Settings) -> dict[str, Any]:

@@ -191,6 +191,18 @@ class KeySpace:
             return f"{self.prefix}:{single or name}"
         return f"{self.prefix}:{{{tag}}}:{name}"
 
+    def _webhook(self, delivery_id: str, name: str) -> str:
+        """A webhook delivery's key: its own tag on one Redis, the deliveries' slot on a
+        cluster (a delivery's log and the pending index change in one transaction)."""
+        did = check_id(delivery_id, "delivery id")
+        return self._own_slot("webhooks", f"{name}:{did}", f"webhook:{{{did}}}:{name}")
+
+    def _schedule(self, name: str, what: str) -> str:
+        """A schedule's key: its own tag on one Redis, the schedules' slot on a cluster (a
+        fire changes its state and the due and claimed sets in one transaction)."""
+        check_id(name, "schedule name")
+        return self._own_slot("schedules", f"{what}:{name}", f"schedule:{{{name}}}:{what}")
+
     # Global
     def conversations(self, shard: int) -> str:
         """ZSET of a shard's conversation ids by creation time."""
@@ -278,31 +290,34 @@ class KeySpace:
 
     def webhook_deliveries(self) -> str:
         """ZSET of delivery ids by creation time: the bounded delivery log."""
-        return f"{self.prefix}:webhooks:deliveries"
+        return self._own_slot("webhooks", "deliveries", "webhooks:deliveries")
 
     def webhook_delivery(self, delivery_id: str) -> str:
         """HASH: one delivery (its payload as `doc`), status, attempts, next attempt."""
-        return f"{self.prefix}:webhook:{{{check_id(delivery_id, 'delivery id')}}}:delivery"
+        return self._webhook(delivery_id, "delivery")
 
     def webhook_attempts(self, delivery_id: str) -> str:
         """LIST of one delivery's attempts (JSON), oldest first."""
-        return f"{self.prefix}:webhook:{{{check_id(delivery_id, 'delivery id')}}}:attempts"
+        return self._webhook(delivery_id, "attempts")
 
     def webhook_sending(self, delivery_id: str) -> str:
         """STRING held (with a TTL) while one attempt of a delivery is in flight."""
-        return f"{self.prefix}:webhook:{{{check_id(delivery_id, 'delivery id')}}}:sending"
+        return self._webhook(delivery_id, "sending")
 
     def webhook_pending(self) -> str:
         """ZSET: pending delivery id -> when its next attempt is due (Unix time); swept."""
-        return f"{self.prefix}:webhooks:pending"
+        return self._own_slot("webhooks", "pending", "webhooks:pending")
 
     def triggers(self) -> str:
         """HASH: trigger name -> the trigger (JSON, with its secret)."""
-        return f"{self.prefix}:triggers"
+        return self._own_slot("triggers", "triggers")
 
     def trigger_event(self, name: str, digest: str) -> str:
         """STRING: the conversation one trigger event started (its id's digest), for replays."""
-        return f"{self.prefix}:trigger:{{{check_id(name, 'trigger name')}}}:event:{digest}"
+        check_id(name, "trigger name")
+        return self._own_slot(
+            "triggers", f"event:{name}:{digest}", f"trigger:{{{name}}}:event:{digest}"
+        )
 
     def audit(self) -> str:
         """STREAM of resolutions: who, when, what, arguments before and after."""
@@ -466,7 +481,7 @@ class KeySpace:
 
     def policy_titles(self) -> str:
         """HASH: tool -> JSON list of the argument names that title its requests (at most two)."""
-        return f"{self.prefix}:policy:titles"
+        return self._own_slot("policy", "titles", "policy:titles")
 
     def policy_log(self) -> str:
         """STREAM of policy changes: who, when, which rule, before and after."""
@@ -474,53 +489,54 @@ class KeySpace:
 
     def tool_catalog(self) -> str:
         """HASH: tool name -> JSON (description, built-in default policy), written by workers."""
-        return f"{self.prefix}:tools"
+        return self._own_slot("mcp", "tools", "tools")  # MCP servers change it with theirs
 
     # MCP tool servers
     def mcp_servers(self) -> str:
         """HASH: server name -> its record (JSON: how to reach it, state, listed tools)."""
-        return f"{self.prefix}:mcp:servers"
+        return self._own_slot("mcp", "servers", "mcp:servers")
 
     def mcp_secrets(self) -> str:
         """HASH: server name -> its environment and header values (JSON), never shown."""
-        return f"{self.prefix}:mcp:secrets"
+        return self._own_slot("mcp", "secrets", "mcp:secrets")
 
     # Named agents and their schedules
     def agents(self) -> str:
         """HASH: agent name -> its latest version."""
-        return f"{self.prefix}:agents"
+        return self._own_slot("agents", "agents")
 
     def agent_versions(self, name: str) -> str:
         """HASH: version -> that version of one agent (JSON)."""
-        return f"{self.prefix}:agent:{{{check_id(name, 'agent name')}}}:versions"
+        check_id(name, "agent name")
+        return self._own_slot("agents", f"versions:{name}", f"agent:{{{name}}}:versions")
 
     def schedules(self) -> str:
         """HASH: schedule name -> the schedule (JSON) as its operator wrote it."""
-        return f"{self.prefix}:schedules"
+        return self._own_slot("schedules", "schedules")
 
     def schedule_state(self, name: str) -> str:
         """HASH of one schedule's runs: paused, last fire, its conversation, counts."""
-        return f"{self.prefix}:schedule:{{{check_id(name, 'schedule name')}}}:state"
+        return self._schedule(name, "state")
 
     def schedule_runs(self, name: str) -> str:
         """STREAM of one schedule's fires: the slot, when it fired, what happened (capped)."""
-        return f"{self.prefix}:schedule:{{{check_id(name, 'schedule name')}}}:runs"
+        return self._schedule(name, "runs")
 
     def schedule_queue(self, name: str) -> str:
         """LIST of the due times (ms) of fires waiting for the schedule's running conversation."""
-        return f"{self.prefix}:schedule:{{{check_id(name, 'schedule name')}}}:queue"
+        return self._schedule(name, "queue")
 
     def schedules_waiting(self) -> str:
         """SET of schedules with fires waiting (`overlap: queue`)."""
-        return f"{self.prefix}:schedules:waiting"
+        return self._own_slot("schedules", "waiting", "schedules:waiting")
 
     def schedules_due(self) -> str:
         """ZSET: schedule name -> its next fire time; claiming a slot moves the score on."""
-        return f"{self.prefix}:schedules:due"
+        return self._own_slot("schedules", "due", "schedules:due")
 
     def schedules_claimed(self) -> str:
         """ZSET: `<due ms>:<name>` of each slot claimed but not yet fired -> claim time (ms)."""
-        return f"{self.prefix}:schedules:claimed"
+        return self._own_slot("schedules", "claimed", "schedules:claimed")
 
     # A provider's rate limits: every key of one provider shares its hash tag, so the grant
     # script runs in one slot. `scope` is the model a limit is for, or `*` for the provider's.

@@ -31,7 +31,7 @@ from shared.store.agents import AgentStore
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript
-from shared.store.webhooks import queue_event
+from shared.store.webhooks import emit_webhook_event, queue_event
 
 __all__ = ["MAX_QUEUED_RUNS", "Claim", "ScheduleStore", "to_ms"]
 
@@ -299,8 +299,14 @@ class ScheduleStore:
                 pipe.hincrby(state, "runs", 1)
             pipe.zrem(self.keys.schedules_claimed(), _claim_member(name, to_ms(run.due)))
             event = _fired_event(name, run)
-            queue_event(pipe, self.keys, event, self.keys.shard_for(event.event_id))
+            shard = self.keys.shard_for(event.event_id)
+            if self.keys.shards == 1:  # in the same transaction
+                queue_event(pipe, self.keys, event, shard)
             pipe.execute()
+        if self.keys.shards > 1:  # a shard's outbox is in another slot: right after it
+            emit_webhook_event(
+                self.client, self.keys, event.kind, event.data, event_id=event.event_id
+            )
 
     def runs(self, name: str, *, limit: int = 100) -> list[ScheduleRun]:
         """The latest fires, newest first."""

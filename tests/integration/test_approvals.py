@@ -270,6 +270,7 @@ def test_delivery_is_exclusive_at_least_once_and_reclaimed(client: Client) -> No
     assert pending["pending"] == 0
 
 
+@pytest.mark.one_redis  # reads Celery's queue on the state Redis
 def test_the_resolution_queues_its_own_continuation_and_the_turn_runs_with_the_call(
     own_stack: tuple[dict[str, str], Client], effects: Path
 ) -> None:

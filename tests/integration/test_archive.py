@@ -68,8 +68,9 @@ def test_a_finished_conversation_leaves_redis_for_its_file_and_comes_back_whole(
     ran = cli_run.invoke(cli, ["archive", "run"])
     assert ran.exit_code == 0, ran.output
     assert keys_of(client, cid) == []  # nothing of it is left in Redis
-    assert client.redis.zscore(client.keys.conversations(0), cid) is None
-    assert client.redis.zscore(client.keys.archived(0), cid) is not None
+    shard = client.keys.shard_of(cid)
+    assert client.redis.zscore(client.keys.conversations(shard), cid) is None
+    assert client.redis.zscore(client.keys.archived(shard), cid) is not None
     with pytest.raises(NotFound):
         client.conversation(cid).snapshot()
 
@@ -91,7 +92,7 @@ def test_a_finished_conversation_leaves_redis_for_its_file_and_comes_back_whole(
     assert restored.exit_code == 0, restored.output
     assert keys_of(client, cid) == keys_before
     assert client.conversation(cid).snapshot() == before
-    assert client.redis.zscore(client.keys.archived(0), cid) is None
+    assert client.redis.zscore(client.keys.archived(client.keys.shard_of(cid)), cid) is None
     again = client.conversation(cid).chat_to_completion("a third turn, after the restore")
     assert again.text.startswith("[demo model]")
 

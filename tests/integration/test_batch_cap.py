@@ -25,7 +25,7 @@ from shared.settings import Settings
 from shared.store.batches import BatchLine, BatchStore
 from tests.integration.test_batches import write_jsonl
 from tests.integration.test_expiry import BeatProcess
-from tests.stack import ROOT, SIGNOFF, WorkerProcess
+from tests.stack import ROOT, SIGNOFF, WorkerProcess, members
 
 ITEMS = 12
 CAP = 2
@@ -109,7 +109,7 @@ def test_a_stray_advance_does_not_start_an_undispatched_item(signoff: Client) ->
     first, second, third = (store.conversation_id(bid, f"i{i}") for i in range(3))
     held = [signoff.redis.hget(signoff.keys.conversation(c), "held") for c in (first, second)]
     assert held == [None, "1"]
-    active = set(signoff.redis.zrange(signoff.keys.active(0), 0, -1))
+    active = set(members(signoff, signoff.keys.active))
     assert first in active and second not in active and third not in active
 
     sent: list[str] = []

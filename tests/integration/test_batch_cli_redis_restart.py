@@ -27,6 +27,9 @@ from tests.integration.test_batches import write_jsonl
 from tests.integration.test_expiry import BeatProcess
 from tests.stack import ROOT, SIGNOFF, WorkerProcess
 
+# one Redis: restarts the one Redis
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 ITEMS = 12
 RETRY_LINE = "Redis unavailable, retrying"
 

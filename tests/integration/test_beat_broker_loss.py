@@ -22,6 +22,9 @@ from shared.store.keys import KeySpace
 from worker.app import create_celery
 from worker.beat import SweepingScheduler
 
+# one Redis: the broker is the state Redis
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 
 @pytest.fixture
 def broker() -> Iterator[EmbeddedRedis]:

@@ -361,6 +361,7 @@ def doctor_lines(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
     return lines
 
 
+@pytest.mark.one_redis  # the broker is the state Redis
 def test_doctor_on_the_test_redis(stack_env: dict[str, str], client: Client) -> None:
     result = run_cli(stack_env, "doctor")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -419,6 +420,7 @@ def test_doctor_reads_the_heartbeat_of_the_sweep(stack_env: dict[str, str], clie
         client.redis.delete(key)
 
 
+@pytest.mark.one_redis  # sets one Redis's eviction policy
 def test_doctor_fails_when_redis_may_evict(
     stack_env: dict[str, str], redis_server: EmbeddedRedis
 ) -> None:

@@ -7,13 +7,11 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-import redis
 
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.users import Role
-from shared.store.keys import KeySpace
 from shared.store.users import TokenStore, UserStore
-from tests.stack import run_cli
+from tests.stack import run_cli, state_store
 
 PASSWORD = "a-long-passphrase"
 
@@ -28,8 +26,7 @@ def env(redis_server: EmbeddedRedis) -> dict[str, str]:
 
 @pytest.fixture
 def stores(env: dict[str, str]) -> Iterator[tuple[UserStore, TokenStore]]:
-    client = redis.Redis.from_url(env["SIGNOFF_REDIS_URL"], decode_responses=True)
-    keys = KeySpace(env["SIGNOFF_KEY_PREFIX"])
+    client, keys = state_store(env["SIGNOFF_REDIS_URL"], env["SIGNOFF_KEY_PREFIX"])
     yield UserStore(client, keys), TokenStore(client, keys)
     client.close()
 

@@ -21,6 +21,9 @@ from shared.models.steps import StepType
 from shared.settings import Settings
 from tests.stack import parked
 
+# one Redis: bounds the pools of a one-Redis client and its broker
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 RACERS = 200
 EMAIL = 'call send_email {"to": "ops@example.com", "subject": "Hi", "body": "Hello."}'
 

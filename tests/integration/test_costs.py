@@ -52,9 +52,11 @@ def answer(prompt: int, output: int, *, cached: int = 0, usage: bool = True) -> 
 
 def day_fields(client: Client) -> dict[str, str]:
     day = time.strftime("%Y-%m-%d", time.gmtime())
-    return {
-        str(k): str(v) for k, v in client.redis.hgetall(client.keys.usage_by_day(day, 0)).items()
-    }
+    total: dict[str, int] = {}
+    for shard in client.keys.all_shards():  # one copy per state shard
+        for k, v in client.redis.hgetall(client.keys.usage_by_day(day, shard)).items():
+            total[str(k)] = total.get(str(k), 0) + int(v)
+    return {k: str(v) for k, v in total.items()}
 
 
 def test_each_call_is_priced_and_a_new_price_applies_from_the_next_call(

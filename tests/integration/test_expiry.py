@@ -17,6 +17,9 @@ from shared.models.notifications import Allow, Deny, NotificationStatus
 from shared.settings import Settings
 from tests.stack import BeatProcess, WorkerProcess, effect_prompt, parked
 
+# one Redis: reads Celery's queue on the state Redis
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 SWEEP_INTERVAL_S = 0.5
 
 

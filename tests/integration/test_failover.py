@@ -24,6 +24,9 @@ from shared.models.notifications import Allow
 from shared.settings import Settings
 from tests.stack import ROOT, SIGNOFF, BeatProcess, WorkerProcess, run_cli
 
+# one Redis: a primary and its replica under Sentinel
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 EFFECT_TOOLS = True
 ITEMS = 24
 MASTER = "signoff"

@@ -15,6 +15,9 @@ import pytest
 
 from tests.stack import ROOT
 
+# one Redis: restarts and cuts the one Redis
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 RUN_TIMEOUT_S = 220
 INVARIANTS = ["lost", "duplicated", "tools_twice", "stranded", "usage_twice"]
 

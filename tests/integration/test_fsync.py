@@ -22,6 +22,9 @@ from tests.integration.test_compose import SECRETS, parsed_config
 from tests.integration.test_compose import docker_env as docker_env  # the fixture
 from tests.stack import ROOT, SIGNOFF
 
+# one Redis: doctor reads one Redis's persistence settings
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 
 @contextmanager
 def redis_server(*options: str) -> Iterator[str]:

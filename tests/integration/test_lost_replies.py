@@ -23,7 +23,8 @@ from worker.lease import Lease
 from worker.runtime import _CLAIM, Runtime
 from worker.writer import _FLUSH
 
-pytestmark = pytest.mark.integration
+# one Redis: a proxy in front of the one Redis
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
 EFFECT_TOOLS = True  # tests.effect_tools: record_effect writes a line per run
 
 CALC = 'call calculator {"expression": "6*7"}'

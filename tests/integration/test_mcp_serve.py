@@ -15,13 +15,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import redis
 
 from shared.client import Client
 from shared.models.notifications import NotificationStatus
 from shared.models.steps import StepType
 from shared.settings import Settings
-from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
 from tests.mcp_hosts import (
     EDITED,
@@ -33,7 +31,7 @@ from tests.mcp_hosts import (
     role_tokens,
     start_and_park,
 )
-from tests.stack import ROOT, SIGNOFF, WorkerProcess
+from tests.stack import ROOT, SIGNOFF, WorkerProcess, state_store
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -179,8 +177,8 @@ def test_an_unknown_expired_or_revoked_token_is_refused(
 ) -> None:
     assert "SIGNOFF_TOKEN" in refused_at_start(stack_env, "")
     assert "unknown or revoked" in refused_at_start(stack_env, "so_unknown")
-    admin = redis.Redis.from_url(stack_env["SIGNOFF_REDIS_URL"], decode_responses=True)
-    store = TokenStore(admin, KeySpace(stack_env["SIGNOFF_KEY_PREFIX"]))
+    admin, keys = state_store(stack_env["SIGNOFF_REDIS_URL"], stack_env["SIGNOFF_KEY_PREFIX"])
+    store = TokenStore(admin, keys)
     expiring = store.issue("mcp-expiring", "operator", expires_in_s=1)
     time.sleep(1.1)
     assert "expired at" in refused_at_start(stack_env, expiring.token)

@@ -47,7 +47,7 @@ def receiver() -> Iterator[Receiver]:
 
 def _deliver(real_redis: redis.Redis, url: str, allowed: tuple[str, ...]) -> list[Any]:
     """Registers `url` unchecked (as if it had resolved elsewhere then), makes one attempt."""
-    keys = KeySpace(f"ob{uuid.uuid4().hex[:8]}")
+    keys = KeySpace.of(Settings(key_prefix=f"ob{uuid.uuid4().hex[:8]}"))
     store = EndpointStore(real_redis, keys)  # no guard here: the worker's must hold alone
     store.add(EndpointRequest(url=url, events=["turn.completed"], secret=SECRET), actor="t")  # type: ignore[list-item]
     kind = WebhookEventKind.TURN_COMPLETED

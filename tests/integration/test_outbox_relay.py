@@ -24,7 +24,7 @@ from shared.models.steps import StepType
 from shared.store.task_outbox import TaskOutbox
 from tests.integration.test_expiry import BeatProcess
 from tests.rabbitmq import WORKER_START_S, VHost, env_settings, ready
-from tests.stack import WorkerProcess, effect_prompt
+from tests.stack import WorkerProcess, effect_prompt, lengths_of
 from tests.web.conftest import wait_for
 from worker.relay import LEASE_MS, Relay, app_publisher
 
@@ -53,7 +53,7 @@ def outbox_of(client: Client) -> TaskOutbox:
 def lengths(client: Client) -> tuple[int, int]:
     """Entries (waiting in the outbox, taken by a relay and not acknowledged)."""
     keys = client.keys
-    return client.redis.llen(keys.task_outbox(0)), client.redis.llen(keys.task_outbox_relaying(0))
+    return lengths_of(client, keys.task_outbox), lengths_of(client, keys.task_outbox_relaying)
 
 
 def test_a_relay_dying_before_it_publishes_leaves_the_task_to_the_next(

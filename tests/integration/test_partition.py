@@ -26,7 +26,8 @@ from shared.models.events import TurnStatus
 from shared.store.history import HistoryStore
 from tests.stack import effect_prompt
 
-pytestmark = pytest.mark.integration
+# one Redis: cuts a worker from the one Redis
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
 
 TOOL_S = 10.0  # the tool's run: longer than the other worker takes to end the turn
 LEASE_LOST = "lease lost; another worker continues"  # worker/runtime.py, when fenced

@@ -25,7 +25,7 @@ from shared.validation import validate_prompt
 from tests.integration.test_cli_approvals import doctor_lines
 from tests.rabbitmq import WORKER_START_S as WORKER_START_S  # the module worker's start
 from tests.rabbitmq import VHost, env_settings, ready
-from tests.stack import WorkerProcess, effect_prompt, parked, run_cli
+from tests.stack import WorkerProcess, effect_prompt, lengths_of, parked, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.rabbitmq]
 
@@ -57,8 +57,8 @@ def test_a_prompt_runs_to_completion_on_quorum_queues(client: Client, vhost: VHo
         assert queues[name]["type"] == "quorum", queues
     # the prompt's `advance` went through the outbox, not into Redis's Celery list
     assert not client.redis.exists(client.keys.celery_queue(queue_name(client.settings)))
-    assert client.redis.llen(client.keys.task_outbox(0)) == 0
-    assert client.redis.llen(client.keys.task_outbox_relaying(0)) == 0
+    assert lengths_of(client, client.keys.task_outbox) == 0
+    assert lengths_of(client, client.keys.task_outbox_relaying) == 0
 
 
 def test_an_approval_parks_and_resumes_after_its_resolution(client: Client, effects: Path) -> None:

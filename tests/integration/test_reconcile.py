@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def deliveries(client: Client, stream: str, nid: str) -> list[str]:
 
 def streams(client: Client, note: Notification) -> list[str]:
     return [
-        client.keys.notification_stream(0),
+        client.keys.notification_stream(client.keys.shard_of(note.conversation_id)),
         client.keys.conversation_notifications(note.conversation_id),
     ]
 
@@ -316,16 +317,23 @@ def test_six_hundred_stale_deadlines_do_not_hold_back_a_due_one(client: Client) 
 
 
 def test_the_cursor_walks_every_conversation_a_page_per_pass(client: Client) -> None:
-    for _ in range(7):  # ahead of it in the index, which is ordered by creation
-        client.new_conversation()
-    conversation = client.new_conversation(tools={"record_effect": "ask"})
+    target = f"far-{uuid.uuid4().hex[:8]}"
+    shard = client.keys.shard_of(target)  # its shard's index: the one its cursor walks
+    ahead = 0
+    while ahead < 7:  # ahead of it in the index, which is ordered by creation
+        cid = f"ahead-{uuid.uuid4().hex[:8]}"
+        if client.keys.shard_of(cid) == shard:
+            client.new_conversation(conversation_id=cid)
+            ahead += 1
+    conversation = client.new_conversation(conversation_id=target, tools={"record_effect": "ask"})
     conversation.send(effect_prompt("far-down"))
     note = filed(client, conversation)
     lose_the_global_writes(client, note)
-    client.redis.hdel(client.keys.reconcile_cursors(), client.keys.conversations(0))
+    index = client.keys.conversations(client.keys.shard_of(conversation.conversation_id))
+    client.redis.hdel(client.keys.reconcile_cursors(), index)
     page = 3
-    found = client.redis.zrank(client.keys.conversations(0), conversation.conversation_id)
-    assert isinstance(found, int) and client.redis.zcard(client.keys.conversations(0)) > page
+    found = client.redis.zrank(index, conversation.conversation_id)
+    assert isinstance(found, int) and client.redis.zcard(index) > page
     rank = found
     assert rank // page >= 2
     passes: list[Swept] = [sweeper(client, page=page).sweep() for _ in range(rank // page + 1)]

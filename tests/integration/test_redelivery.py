@@ -24,6 +24,9 @@ from shared.models.steps import Step, StepType
 from shared.settings import Settings
 from tests.stack import WorkerProcess
 
+# one Redis: reads Celery's unacknowledged tasks on the state Redis
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 TOKEN_DELAY_MS = "150"  # the doomed worker's model is slow, so the kill lands mid-leg
 
 

@@ -18,6 +18,7 @@ from redis.crc import key_slot
 
 from shared.client import Client
 from shared.errors import TurnFailed
+from shared.local.embedded_cluster import RedisClusterNodes
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.budgets import BudgetKind, BudgetSpec
 from shared.models.config import ToolPolicy
@@ -26,8 +27,7 @@ from shared.models.users import Role
 from shared.settings import Settings
 from shared.store.keys import KeySpace
 from shared.store.policy import PolicyRule, PolicyStore
-from tests.redis_cluster import RedisClusterNodes
-from tests.stack import WorkerProcess, effect_prompt, parked
+from tests.stack import WorkerProcess, effect_prompt, parked, run_cli
 from webui import create_app
 from webui.services import Services
 
@@ -167,7 +167,7 @@ def test_shards_are_fixed_by_the_settings() -> None:
     )
     assert keys.shards == 12
     with pytest.raises(ValueError, match="SIGNOFF_BROKER_URL"):
-        Settings(redis_cluster=True, key_prefix="x")
+        Settings(redis_cluster=True, broker_url="", key_prefix="x")
 
 
 def test_the_web_serves_from_a_cluster(env: dict[str, str], worker: WorkerProcess) -> None:
@@ -202,3 +202,15 @@ def test_the_web_serves_from_a_cluster(env: dict[str, str], worker: WorkerProces
         assert page.status_code == 200 and b"from the web" in page.data
     finally:
         svc.close()
+
+
+def test_doctor_reads_every_primary(env: dict[str, str], worker: WorkerProcess) -> None:
+    result = run_cli(env, "doctor")
+    lines = {line.split()[1].rstrip(":"): line for line in result.stdout.splitlines()}
+    assert "a Redis Cluster of 3 primaries, version 7" in lines["redis"], result.stdout
+    assert lines["broker"].startswith("ok    broker: a Redis of its own"), result.stdout
+    unreachable = {**env, "SIGNOFF_REDIS_URL": "redis://:secret@127.0.0.1:1/0"}
+    refused = run_cli(unreachable, "doctor")
+    assert refused.returncode == 1
+    assert refused.stdout.startswith("FAIL  redis: cannot reach redis://:***@127.0.0.1:1/0")
+    assert "secret" not in refused.stdout + refused.stderr

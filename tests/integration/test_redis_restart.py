@@ -13,6 +13,9 @@ from shared.models.steps import StepType
 from shared.settings import Settings
 from tests.stack import WorkerProcess
 
+# one Redis: restarts the one Redis
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 
 @pytest.fixture
 def durable_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:

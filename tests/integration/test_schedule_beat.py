@@ -17,7 +17,7 @@ from shared.models.events import ConversationStatus
 from shared.models.schedules import NewSchedule, RunOutcome
 from shared.settings import Settings
 from tests.integration.test_expiry import BeatProcess
-from tests.stack import WorkerProcess, freeze
+from tests.stack import WorkerProcess, freeze, members
 from tests.web.conftest import wait_for
 
 SLOTS = 4
@@ -64,7 +64,7 @@ def test_two_beats_fire_each_slot_exactly_once(
         assert (record.config.agent, record.config.agent_version) == ("ticker", 1)
         assert record.config.system_prompt == "Be brief."
     # exactly one conversation per fire: the slot names it, so a second fire could not hide
-    started = client.redis.zrangebyscore(client.keys.conversations(0), "-inf", "+inf")
+    started = members(client, client.keys.conversations)
     assert sorted(c for c in started if str(c).startswith("sched.every2.")) == sorted(
         run.conversation_id for run in runs if run.conversation_id
     )

@@ -27,6 +27,9 @@ from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
 from tests.stack import ROOT
 
+# one Redis: `signoff up` runs a Redis of its own
+pytestmark = [pytest.mark.integration, pytest.mark.one_redis]
+
 BIN = Path(sys.executable).parent
 SIGNOFF = str(BIN / "signoff")
 STOP_WITHIN_S = 10

@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import redis
 
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import NewAgent
@@ -25,6 +24,7 @@ from shared.store.triggers import TriggerStore
 from shared.store.users import TokenStore
 from shared.webhooks.signing import new_secret, signed_headers
 from tests.integration.test_web_serving import signoff_web
+from tests.stack import state_store
 from webui import request_body_limit
 
 SECRET = new_secret()
@@ -37,7 +37,7 @@ def web(redis_server: EmbeddedRedis) -> Iterator[tuple[int, str]]:
     """`signoff web` with a small app cap, a trigger `issues`, and a submitter token."""
     prefix = "bodycap"
     settings = Settings(redis_url=redis_server.url, key_prefix=prefix)
-    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    client, _ = state_store(redis_server.url, settings.key_prefix)
     stores = Stores.build(client, settings, None)
     stores.agents.create(NewAgent(name="triage"), actor="test")
     request = TriggerRequest(name="issues", agent="triage", template="Go.", secret=SECRET)

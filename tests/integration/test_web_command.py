@@ -11,12 +11,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import redis
-
 from shared.local.embedded_redis import EmbeddedRedis, free_port
-from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
-from tests.stack import ROOT, SIGNOFF
+from tests.stack import ROOT, SIGNOFF, state_store
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
@@ -105,6 +102,11 @@ def test_signoff_web_makes_no_control_socket_and_its_workers_die_with_it(
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "XDG_"))}
     env.update(
+        {
+            k: v
+            for k, v in os.environ.items()
+            if k in ("SIGNOFF_REDIS_CLUSTER", "SIGNOFF_BROKER_URL")
+        },
         HOME=str(tmp_path),
         SIGNOFF_REDIS_URL=redis_server.url,
         SIGNOFF_KEY_PREFIX="webcmd2",
@@ -123,8 +125,7 @@ def test_signoff_web_makes_no_control_socket_and_its_workers_die_with_it(
         deadline = time.monotonic() + 30
         while len(_web_pids(web.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)  # the first worker may answer while the second still boots
-        client = redis.Redis.from_url(redis_server.url, decode_responses=True)
-        token = TokenStore(client, KeySpace("webcmd2")).create("test", "viewer")
+        token = TokenStore(*state_store(redis_server.url, "webcmd2")).create("test", "viewer")
         for _ in range(4):  # open event streams keep a worker busy: it would linger 30 s
             request = urllib.request.Request(
                 f"{url}/api/v1/events", headers={"Authorization": f"Bearer {token}"}

@@ -16,15 +16,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import redis
-
 from shared.client import Client
 from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.settings import Settings
-from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
 from tests.integration.test_web_command import wait_healthy
-from tests.stack import ROOT, SIGNOFF
+from tests.stack import ROOT, SIGNOFF, state_store
 
 CLOSING = b": closed: server shutting down; reconnect with Last-Event-ID"
 
@@ -44,8 +41,8 @@ def signoff_web(
         "SIGNOFF_SECRET_KEY": "x" * 32,
         **{f"SIGNOFF_{name.upper()}": value for name, value in settings.items()},
     }
-    admin = redis.Redis.from_url(redis_server.url, decode_responses=True)
-    token = TokenStore(admin, KeySpace(prefix)).create("test", "viewer")
+    admin, keys = state_store(redis_server.url, prefix)
+    token = TokenStore(admin, keys).create("test", "viewer")
     with Client(Settings(redis_url=redis_server.url, key_prefix=prefix)) as client:
         cid = client.new_conversation().conversation_id
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"signoff-web-{prefix}-{port}.log"
@@ -127,9 +124,9 @@ def test_idle_and_slow_body_clients_are_cut_after_their_timeouts(
 ) -> None:
     settings = {"web_header_timeout_s": "1", "web_body_timeout_s": "1"}
     with signoff_web(redis_server, "serveidle", **settings) as (_, port, _t, _c):
-        submitter = TokenStore(
-            redis.Redis.from_url(redis_server.url, decode_responses=True), KeySpace("serveidle")
-        ).create("submitter", "submitter")
+        submitter = TokenStore(*state_store(redis_server.url, "serveidle")).create(
+            "submitter", "submitter"
+        )
         silent = socket.create_connection(("127.0.0.1", port))  # connects, says nothing
         answer, took = read_until_closed(silent)
         assert answer == b""

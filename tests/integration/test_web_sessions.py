@@ -23,7 +23,7 @@ from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
 from tests.integration.test_web_command import wait_healthy
-from tests.stack import ROOT, SIGNOFF
+from tests.stack import ROOT, SIGNOFF, state_store
 
 ADMIN_PASSWORD = "correct horse battery"
 CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -106,10 +106,10 @@ def web(redis_server: EmbeddedRedis) -> Iterator[Web]:
     process = subprocess.Popen(
         [SIGNOFF, "web"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    client, keys = state_store(redis_server.url, env["SIGNOFF_KEY_PREFIX"])
     try:
         wait_healthy(f"http://127.0.0.1:{port}", process)
-        yield Web(port, env, KeySpace(env["SIGNOFF_KEY_PREFIX"]), client)
+        yield Web(port, env, keys, client)
     finally:
         process.terminate()
         process.wait(timeout=30)

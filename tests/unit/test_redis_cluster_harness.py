@@ -9,7 +9,7 @@ import redis
 from redis.crc import key_slot
 from redis.exceptions import ClusterCrossSlotError
 
-from tests.redis_cluster import SLOTS, RedisClusterNodes
+from shared.local.embedded_cluster import SLOTS, RedisClusterNodes
 
 CROSS_SLOT_SCRIPT = "return redis.call('MGET', KEYS[1], KEYS[2])"
 

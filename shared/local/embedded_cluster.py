@@ -1,4 +1,4 @@
-"""A real Redis Cluster of N primaries on free ports, for tests of cluster-only behaviour.
+"""A real Redis Cluster of N primaries on free ports, for the tests and the benchmarks.
 
 A single redis-server accepts what a cluster refuses (keys of different slots in one script,
 one transaction, one multi-key command); only a real cluster shows those refusals. The nodes
