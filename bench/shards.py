@@ -130,9 +130,9 @@ def _report(
         "shards",
         f"""## Shards: one Redis against a three-primary cluster (`python -m bench shards`)
 
-{machine()}. The same load twice in one run: {TURNS} one-turn conversations with a tool call
-(scripted model), sent at once to one `signoff worker` (defaults); Celery's broker on a Redis of
-its own both times. First the state on one Redis, then on a Redis Cluster of {PRIMARIES}
+{machine()}. The same load twice in one run: {TURNS} one-turn conversations with a
+tool call (scripted model), sent at once to one `signoff worker` (defaults); Celery's broker on a
+Redis of its own both times. First the state on one Redis, then on a Redis Cluster of {PRIMARIES}
 primaries on this machine (`SIGNOFF_REDIS_CLUSTER=true`, 12 state shards by default). Each
 node's counters (INFO cpu and stats, DBSIZE) read around the load.
 
@@ -141,14 +141,17 @@ node's counters (INFO cpu and stats, DBSIZE) read around the load.
 | one Redis | {one.keys} | {one.commands} | {one.cpu_s * 1000 / TURNS:.3f} |
 {rows}
 
-- Spread over the cluster's nodes (the largest distance of a node from the nodes' mean):
-  keys **{figures["keys_spread"]:.1%}**, commands **{figures["commands_spread"]:.1%}**, CPU
+- Spread over the cluster's nodes (the largest distance of a node from the nodes' mean): keys
+  **{figures["keys_spread"]:.1%}**, commands **{figures["commands_spread"]:.1%}**, CPU
   **{figures["cpu_spread"]:.1%}**.
 - The cluster's totals against one Redis: CPU **{figures["cpu_total_ratio"]:.2f}x**, commands
-  **{figures["commands_total_ratio"]:.2f}x** (the readers that merge shards, the relay and the
-  dispatchers reading one outbox per shard).
+  **{figures["commands_total_ratio"]:.2f}x**. Commands barely grow (a reader of a sharded
+  index or outbox sends one command per shard); CPU grows more: each node has its own upkeep
+  (its cron, the cluster bus, its share of every worker's connections), which this run does
+  not separate from the load's.
 - Turns per second: {three_rate:.0f} on the cluster against {one_rate:.0f} on one Redis,
-  **{figures["turns_per_s_ratio"]:.2f}x** (one worker process: the worker, not Redis, is the
-  limit here, so this shows what the cluster client costs it; capacity grows with nodes).
+  **{figures["turns_per_s_ratio"]:.2f}x**: one worker process is the limit in both runs, and
+  the cluster client (a slot computed and a node chosen for every command) costs it CPU.
+  Capacity grows with nodes and workers: `docs/scaling.md`.
 """,
     )
