@@ -47,9 +47,10 @@ test-rabbitmq: system-test $(TEST_STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile -m rabbitmq
 
 # The integration suite with state on a real three-primary Redis Cluster (each test process
-# forms its own from `redis-server --cluster-enabled` on free ports) and Celery's broker on a
-# Redis of its own, and the cluster's own tests (marker `cluster`); tests that assume one
-# Redis which is also the broker (marker `one_redis`: restarts, Sentinel, proxies) are left out.
+# forms its own from `redis-server --cluster-enabled` on free ports) and Celery's broker on the
+# machine's RabbitMQ (a vhost per test process, made and deleted), and the cluster's own tests
+# (marker `cluster`); tests that assume one Redis which is also the broker (marker
+# `one_redis`: restarts, Sentinel, proxies) are left out.
 test-cluster: system-test $(TEST_STAMP)
 	SIGNOFF_TEST_CLUSTER=1 $(PY) -m pytest -q -n 2 --dist loadfile \
 		-m "not one_redis and not rabbitmq and not long" tests/integration

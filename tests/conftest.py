@@ -6,6 +6,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import fakeredis
@@ -30,18 +31,32 @@ hypothesis_settings.register_profile(
 hypothesis_settings.load_profile("signoff")
 
 
-# `SIGNOFF_TEST_CLUSTER=1`: state on a three-primary Redis Cluster and Celery's broker on a
-# Redis of its own, for every test that takes the session's Redis (`make test-cluster`)
+# `SIGNOFF_TEST_CLUSTER=1`: state on a three-primary Redis Cluster and Celery's broker on the
+# machine's RabbitMQ (a vhost of the session's own; `SIGNOFF_TEST_CLUSTER_BROKER=redis`: a Redis
+# of its own), for every test that takes the session's Redis (`make test-cluster`)
 CLUSTER = os.environ.get("SIGNOFF_TEST_CLUSTER") == "1"
+
+
+@contextmanager
+def _cluster_broker() -> Iterator[str]:
+    if os.environ.get("SIGNOFF_TEST_CLUSTER_BROKER") == "redis":
+        with EmbeddedRedis() as broker:
+            yield broker.url
+        return
+    host = VHost().create()
+    try:
+        yield host.url
+    finally:
+        host.delete()
 
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[EmbeddedRedis | RedisClusterNodes]:
     """A private redis-server on a free port; a test failing to start it fails loudly."""
     if CLUSTER:
-        with RedisClusterNodes(3) as nodes, EmbeddedRedis() as broker:
+        with RedisClusterNodes(3) as nodes, _cluster_broker() as broker_url:
             # read by every Settings() the tests build and every process they start
-            os.environ.update(SIGNOFF_REDIS_CLUSTER="true", SIGNOFF_BROKER_URL=broker.url)
+            os.environ.update(SIGNOFF_REDIS_CLUSTER="true", SIGNOFF_BROKER_URL=broker_url)
             yield nodes
         return
     server = EmbeddedRedis().start()

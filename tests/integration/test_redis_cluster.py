@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -28,6 +29,7 @@ from shared.settings import Settings
 from shared.store.keys import KeySpace
 from shared.store.policy import PolicyRule, PolicyStore
 from tests.stack import WorkerProcess, effect_prompt, parked, run_cli
+from tests.web.test_sse import SseReader
 from webui import create_app
 from webui.services import Services
 
@@ -196,6 +198,20 @@ def test_the_web_serves_from_a_cluster(env: dict[str, str], worker: WorkerProces
         while http.get(path, headers=headers).json["status"] != "completed":
             assert time.monotonic() < deadline, http.get(path, headers=headers).json
             time.sleep(0.1)
+        live = SseReader(
+            http.get(f"/api/v1/conversations/{cid}/events", headers=headers, buffered=False)
+        )
+        again = http.post(
+            f"/api/v1/conversations/{cid}/prompts", json={"text": "live now"}, headers=headers
+        )
+        assert again.status_code == 202, again.json
+        deadline = time.monotonic() + 30
+        ended: dict[str, Any] = {}
+        while ended.get("turn_id") != again.json["turn_id"]:  # through the live fan-out
+            assert time.monotonic() < deadline
+            [event] = live.events(1, timeout=30)
+            ended = event["data"] if event["data"]["kind"] == "completed" else {}
+        live.close()
         listed = http.get("/api/v1/conversations?limit=200", headers=headers).json
         assert cid in [c["id"] for c in listed["items"]] and listed["total"] >= 1
         page = http.get(f"/conversations/{cid}", headers=headers)

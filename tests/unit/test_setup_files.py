@@ -92,9 +92,10 @@ def test_ci_runs_what_the_readme_says() -> None:
         if line and not line.startswith(("#", "set ", "cd "))
     ]
     # the README's test commands, then the short fuzz run (docs/fuzzing.md) and nothing else
-    assert [c.split("#")[0].strip() for c in commands[-3:]] == [
+    assert [c.split("#")[0].strip() for c in commands[-4:]] == [
         "make test",
         "make test-rabbitmq",
+        "make test-cluster",
         "make fuzz-quick",
     ], commands
     assert not any("apt-get" in line or "pip install" in line for line in commands)
