@@ -108,7 +108,7 @@ def _reserve_by_slot(
     price, taken = first[1] or "none", [spends[0]]
     for scope in active[1:]:
         n = SCOPES.index(scope)
-        keys = [limits[n], *_one_scope(n, limits[n], spends[n]), limits[n]]
+        keys = [limits[n], *_one_scope(limits[n], spends[n]), limits[n]]
         reply = RESERVE_SCRIPT(
             leg.prices.client, keys, [*args, json.dumps([scope]), _DAY_TTL_S, price]
         )
@@ -119,13 +119,10 @@ def _reserve_by_slot(
     return list(first)
 
 
-def _one_scope(n: int, limit: str, spend: str) -> list[str]:
-    """reserve.lua's limit and spend keys with scope `n`'s in place and its own key in the
-    others' (unread: the call names one scope active), so that every key is in one slot."""
-    limits = [limit] * len(SCOPES)
-    spends = [spend] * len(SCOPES)
-    limits[n], spends[n] = limit, spend
-    return [*limits, *spends]
+def _one_scope(limit: str, spend: str) -> list[str]:
+    """reserve.lua's four limit and four spend keys for a call naming one scope active: that
+    scope's keys in every place (the others are unread), so that every key is in one slot."""
+    return [limit] * len(SCOPES) + [spend] * len(SCOPES)
 
 
 def _give_back(leg: Leg, taken: list[str], tokens: int, micros: int) -> None:
