@@ -49,11 +49,12 @@ test-rabbitmq: system-test $(TEST_STAMP)
 # The integration suite with state on a real three-primary Redis Cluster (each test process
 # forms its own from `redis-server --cluster-enabled` on free ports) and Celery's broker on the
 # machine's RabbitMQ (a vhost per test process, made and deleted), and the cluster's own tests
-# (marker `cluster`); tests that assume one Redis which is also the broker (marker
-# `one_redis`: restarts, Sentinel, proxies) are left out.
+# (marker `cluster`), then the web's tests (API, pages and the browser) on such a cluster; tests
+# that assume one Redis which is also the broker (marker `one_redis`: restarts, Sentinel,
+# proxies, one node's KEYS or pool) are left out.
 test-cluster: system-test $(TEST_STAMP)
 	SIGNOFF_TEST_CLUSTER=1 $(PY) -m pytest -q -n 2 --dist loadfile \
-		-m "not one_redis and not rabbitmq and not long" tests/integration
+		-m "not one_redis and not rabbitmq and not long" tests/integration tests/web
 
 # The long runs against the real model (docs/real-model.md): 100 turns at a 4,096-token context.
 test-long: system-test $(TEST_STAMP)

@@ -11,9 +11,9 @@ patch_if_green(sys.argv[1:])  # first of all: nothing else may see the unpatched
 from typing import Any  # noqa: E402
 
 from celery import Celery  # noqa: E402
-from celery.signals import worker_ready, worker_shutdown  # noqa: E402
+from celery.signals import worker_init, worker_ready, worker_shutdown  # noqa: E402
 
-from shared.client.broker import BrokerKind, broker_kind  # noqa: E402
+from shared.client.broker import BrokerKind, broker_kind, declare_queues  # noqa: E402
 from shared.client.tasks import queue_name, webhook_queue_name  # noqa: E402
 from shared.local.open_files import raise_open_files_limit  # noqa: E402
 from shared.logs import configure  # noqa: E402
@@ -122,6 +122,10 @@ def _run_worker(app: Celery, settings: Settings, extra: list[str], *, pool: Work
         statuses.append(code if isinstance(code, int) else 0)
 
     worker_shutdown.connect(remember, weak=False)
+    if broker_kind(settings) is BrokerKind.RABBITMQ:
+        # before its consumer binds the queues for delayed delivery (a failure is logged and
+        # the consumer's own connection retries)
+        worker_init.connect(lambda **_: declare_queues(app), weak=False)
     if pool is WorkerPool.GEVENT:
         if broker_kind(settings) is not BrokerKind.RABBITMQ:  # RabbitMQ redelivers by itself
             worker_ready.connect(lambda **_: broker.keep_restoring(app), weak=False)

@@ -6,7 +6,12 @@ import logging
 
 from celery import Celery
 
-from shared.client.broker import BrokerKind, broker_kind, uses_outbox
+from shared.client.broker import (
+    BrokerKind,
+    broker_kind,
+    countdown_for,
+    uses_outbox,
+)
 from shared.client.tasks import (
     ADVANCE,
     MCP_REFRESH,
@@ -64,7 +69,7 @@ def create_celery(settings: Settings | None = None) -> Celery:
 
     def send_advance_later(cid: str, delay_s: float) -> None:
         with broker_errors(f"sending advance for conversation {cid} in {delay_s:g} s"):
-            advance.apply_async((cid,), countdown=delay_s)
+            advance.apply_async((cid,), countdown=countdown_for(settings, delay_s))
 
     messages = advance_messages(settings, app)
     runtime = Runtime(

@@ -169,11 +169,27 @@ class Runtime:
             log.warning("conversation %s: %s; its leg is sent again", cid, exc)
             outcome, interrupted = "interrupted", True
         finally:
-            more = lease.stop() if released else lease.release()
-            lease.run_after_release()
+            more = self._let_go(cid, lease, released=released)
         if more or interrupted:
             self.send_advance(cid)
         return outcome
+
+    def _let_go(self, cid: str, lease: Lease, *, released: bool) -> bool:
+        """Ends the leg's hold on `cid`; True when work remains for another leg at once.
+
+        A release that Redis does not answer (a cut, a cluster failing over) leaves the lease
+        to lapse: the next leg is sent for then, as after a claim that was not answered,
+        instead of the leg failing and the conversation waiting for a sweep."""
+        try:
+            more = lease.stop() if released else lease.release()
+        except StorageError as exc:
+            if not connection_lost(exc) or self.send_advance_later is None:
+                raise
+            log.warning("conversation %s: %s; a leg comes again after the lease", cid, exc)
+            self.send_advance_later(cid, self.settings.lease_ttl_ms / 1000)
+            return False
+        lease.run_after_release()
+        return more
 
     def _run(self, cid: str, lease: Lease, claim: list[Any]) -> tuple[str, bool]:
         """Runs turns until none is left (the claim let the lease go), a park, or the slice ends."""

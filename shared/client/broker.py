@@ -15,10 +15,12 @@ not in a worker's memory: a topic exchange per queue is what that delivery route
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from typing import Any
 from urllib.parse import urlsplit
 
+from celery import Celery
 from kombu import Exchange, Queue
 
 from shared.settings import Settings, sentinel_addresses
@@ -29,6 +31,8 @@ __all__ = [
     "broker_config",
     "broker_kind",
     "broker_url",
+    "countdown_for",
+    "declare_queues",
     "described",
     "redacted_url",
     "uses_outbox",
@@ -106,6 +110,25 @@ def broker_config(settings: Settings, queues: list[str]) -> dict[str, Any]:
         "worker_detect_quorum_queues": True,
         "broker_native_delayed_delivery_queue_type": QUORUM,
     }
+
+
+def countdown_for(settings: Settings, wait_s: float) -> float | None:
+    """A task's countdown as its broker takes it (None: at once). RabbitMQ's delayed delivery
+    counts whole seconds: Celery truncates a countdown to them and refuses one that truncates
+    to 0, so there a wait is rounded up (a retry after 0.5 s failed to be sent at all)."""
+    if wait_s <= 0:
+        return None
+    return float(math.ceil(wait_s)) if broker_kind(settings) is BrokerKind.RABBITMQ else wait_s
+
+
+def declare_queues(app: Celery) -> None:
+    """Declares every queue of the app with its exchange and binding. Celery's delayed delivery
+    binds each queue's exchange when a worker starts, and fails for one not declared yet (the
+    other worker's queue, on a fresh vhost): declared first, each worker binds them all."""
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        for queue in app.amqp.queues.values():
+            queue.bind(channel).declare()
 
 
 def _quorum_queue(name: str) -> Queue:

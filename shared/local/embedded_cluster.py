@@ -225,6 +225,16 @@ class RedisClusterNodes:
         process.wait()
         self.processes[index] = None
 
+    def restart_node(self, index: int, timeout_s: float = 20.0) -> None:
+        """Starts a killed node again on its port and config file (its slots, not its data:
+        nodes keep nothing on disk) and waits until the cluster is whole again."""
+        if self.processes[index] is not None:
+            raise ValueError(f"node {index} is running")
+        self._spawn(index)
+        deadline = time.monotonic() + timeout_s
+        self._wait(deadline, self._answers, "answering")
+        self._wait(deadline, self._formed, "formed (cluster_state:ok, every primary known)")
+
     def __enter__(self) -> RedisClusterNodes:
         return self.start()
 

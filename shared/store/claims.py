@@ -85,12 +85,11 @@ class Claims:
             conversation_id=note.conversation_id, notification_id=note.id, claimed_by=holder
         )
         with storage_errors(f"auditing the claim of {note.id}"):
-            pipe = store.client.pipeline(transaction=False)
-            pipe.xadd(store.keys.audit(), entry, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
+            store.client.xadd(store.keys.audit(), entry, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
             # Live only, so no stream id (the message starts with its separator): open
-            # inboxes show who has it; nothing replays it, the page shows it when loaded.
-            pipe.publish(store.keys.live_all(), f" {encode_event(live)}")
-            pipe.execute()
+            # inboxes show who has it; nothing replays it, the page shows it when loaded. Not
+            # pipelined with the audit row: a Redis Cluster client sends PUBLISH on its own.
+            store.client.publish(store.keys.live_all(), f" {encode_event(live)}")
 
 
 def _refusal(note: Notification, action: ClaimAction, reply: list[str]) -> Exception:

@@ -21,6 +21,7 @@ import redis.asyncio.cluster
 import redis.asyncio.sentinel
 import redis.cluster
 import redis.sentinel
+from redis.exceptions import ClusterDownError, SlotNotCoveredError, TryAgainError
 
 from shared.errors import StorageError
 from shared.settings import ENV_PREFIX, Settings, sentinel_addresses
@@ -287,7 +288,7 @@ def storage_errors(action: str) -> Iterator[None]:
     """Turns a Redis failure into StorageError naming what we were doing."""
     try:
         yield
-    except redis.RedisError as exc:
+    except (redis.RedisError, SlotNotCoveredError) as exc:
         raise StorageError(f"{action}: {exc.__class__.__name__}: {exc}") from exc
 
 
@@ -295,4 +296,15 @@ def connection_lost(exc: StorageError) -> bool:
     """Whether a Redis failure was the connection's (a cut, a failover: worth trying again
     once Redis answers), not a refusal the same write would meet again (a script error, a
     full memory)."""
-    return isinstance(exc.__cause__, (redis.ConnectionError, redis.TimeoutError))
+    return isinstance(exc.__cause__, _LOST)
+
+
+# A cut or a timeout; on a cluster also a node failing over or out: the cluster down
+# (CLUSTERDOWN, MASTERDOWN), a slot in migration (TRYAGAIN) or not served by a known node
+_LOST = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    ClusterDownError,
+    TryAgainError,
+    SlotNotCoveredError,
+)

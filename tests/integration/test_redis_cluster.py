@@ -24,6 +24,7 @@ from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.budgets import BudgetKind, BudgetSpec
 from shared.models.config import ToolPolicy
 from shared.models.notifications import Allow, NotificationKind
+from shared.models.steps import StepStatus, StepType
 from shared.models.users import Role
 from shared.settings import Settings
 from shared.store.keys import KeySpace
@@ -230,3 +231,117 @@ def test_doctor_reads_every_primary(env: dict[str, str], worker: WorkerProcess) 
     assert refused.returncode == 1
     assert refused.stdout.startswith("FAIL  redis: cannot reach redis://:***@127.0.0.1:1/0")
     assert "secret" not in refused.stdout + refused.stderr
+
+
+def test_a_lost_node_answers_503_and_the_web_serves_again_once_it_is_back(
+    broker: EmbeddedRedis,
+) -> None:
+    """A primary without a replica crashes: its shards' reads answer 503 (and, once the
+    cluster calls itself down, every read does), never a server error; when the node is back
+    the same web process serves again, without a restart."""
+    with RedisClusterNodes(3) as nodes:
+        settings = Settings(
+            redis_url=nodes.url,
+            redis_cluster=True,
+            broker_url=broker.url,
+            key_prefix=f"lost{uuid.uuid4().hex[:6]}",
+            secret_key="cluster-test-secret-key-0123456789",
+            redis_timeout_s=1.0,
+        )
+        app = create_app(settings)
+        svc: Services = app.extensions["signoff"]
+        try:
+            http = app.test_client()
+            headers = {"Authorization": f"Bearer {svc.tokens.create('cl', Role.OPERATOR)}"}
+            made = [http.post("/api/v1/conversations", json={}, headers=headers) for _ in range(12)]
+            cids = [m.json["id"] for m in made]
+            on_node = {cid: node_of(nodes, svc.keys.conversation(cid)) for cid in cids}
+            assert set(on_node.values()) == {0, 1, 2}
+            # a node other than the API tokens' (without it nobody signs in)
+            lost = next(n for n in range(3) if n != node_of(nodes, svc.keys.tokens()))
+            nodes.kill_node(lost)
+            answered: set[int] = set()
+            deadline = time.monotonic() + 6  # past the node timeout (2 s): the cluster goes down
+            while time.monotonic() < deadline:
+                for cid, node in on_node.items():
+                    read = http.get(f"/api/v1/conversations/{cid}", headers=headers)
+                    answered.add(read.status_code)
+                    if read.status_code == 200:
+                        assert node != lost and read.json["id"] == cid
+                    else:
+                        assert read.status_code == 503, read.json
+                        assert read.json["error"]["code"] == "storage_error"
+                listed = http.get("/api/v1/conversations", headers=headers)  # every shard
+                assert listed.status_code == 503 and listed.json["error"]["code"] == "storage_error"
+            assert 503 in answered
+            nodes.restart_node(lost)
+            deadline = time.monotonic() + 20
+            while True:
+                reads = {
+                    cid: http.get(f"/api/v1/conversations/{cid}", headers=headers)
+                    for cid in on_node
+                }
+                codes = {cid: read.status_code for cid, read in reads.items()}
+                # the node came back without its data (test nodes keep nothing on disk)
+                if codes == {cid: 404 if on_node[cid] == lost else 200 for cid in on_node}:
+                    break
+                assert set(codes.values()) <= {200, 404, 503}, codes
+                assert time.monotonic() < deadline, codes
+                time.sleep(0.2)
+            assert http.get("/api/v1/conversations", headers=headers).status_code == 200
+        finally:
+            svc.close()
+
+
+def test_turns_in_flight_finish_after_the_cluster_was_down(
+    broker: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """A primary crashes while turns stream and comes back seconds later (empty: test nodes
+    keep nothing on disk). The worker takes the cluster's refusals as a cut connection and
+    sends its legs again: every turn on the nodes that stayed finishes, once, and the worker
+    is still there."""
+    with RedisClusterNodes(3) as nodes:
+        env = {
+            "SIGNOFF_REDIS_URL": nodes.url,
+            "SIGNOFF_REDIS_CLUSTER": "true",
+            "SIGNOFF_BROKER_URL": broker.url,
+            "SIGNOFF_KEY_PREFIX": f"down{uuid.uuid4().hex[:6]}",
+            "SIGNOFF_FLUSH_INTERVAL_MS": "10",
+            "SIGNOFF_SCRIPTED_TOKEN_DELAY_MS": "40",  # a turn streams for about a second
+        }
+        worker = WorkerProcess(env, concurrency=16, name="cluster-down").start()
+        try:
+            settings = Settings(
+                redis_url=nodes.url,
+                redis_cluster=True,
+                broker_url=broker.url,
+                key_prefix=env["SIGNOFF_KEY_PREFIX"],
+            )
+            with Client(settings) as client:
+                conversations = [client.new_conversation() for _ in range(12)]
+                on_node = {
+                    c: node_of(nodes, client.keys.conversation(c.conversation_id))
+                    for c in conversations
+                }
+                assert set(on_node.values()) == {0, 1, 2}
+                turns = [(c, c.send(f"the outage {n}")) for n, c in enumerate(conversations)]
+                time.sleep(0.5)  # the turns are streaming
+                lost = 2
+                nodes.kill_node(lost)
+                time.sleep(4)  # past the node timeout: the cluster refuses every command
+                nodes.restart_node(lost)
+                for n, (conversation, turn) in enumerate(turns):
+                    if on_node[conversation] == lost:
+                        continue
+                    response = conversation.wait_for_turn(turn, timeout=90)
+                    assert f'"the outage {n}"' in response.text
+                    steps = conversation.history
+                    assert [s.type for s in steps].count(StepType.USER_INPUT) == 1
+                    answers = [s for s in steps if s.type is StepType.TEXT_RESPONSE]
+                    assert [s.status for s in answers].count(StepStatus.DONE) == 1
+            assert worker.process is not None and worker.process.poll() is None
+            # no leg failed on the outage: each one cut off, even at its lease's release, was
+            # sent again (once the lease lapses)
+            assert "raised unexpected" not in worker.log(), worker.log()[-3000:]
+        finally:
+            worker.stop()

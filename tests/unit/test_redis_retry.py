@@ -14,7 +14,7 @@ from shared.client.tasks import TaskSender
 from shared.errors import SettingsError, StorageError
 from shared.local.embedded_redis import free_port
 from shared.settings import Settings, load_settings
-from shared.store.connection import storage_errors
+from shared.store.connection import connection_lost, storage_errors
 
 
 def refused() -> StorageError:
@@ -115,3 +115,24 @@ def test_the_visibility_timeout_stays_well_above_a_leg(monkeypatch: pytest.Monke
     assert load_settings().visibility_timeout_s == 400
     monkeypatch.setenv("SIGNOFF_REDIS_RETRY_S", "5")
     assert load_settings().redis_retry_s == 5.0
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        redis.exceptions.ClusterDownError("CLUSTERDOWN The cluster is down"),
+        redis.exceptions.MasterDownError("MASTERDOWN Link with MASTER is down"),
+        redis.exceptions.TryAgainError("TRYAGAIN Multiple keys request during rehashing"),
+        redis.exceptions.SlotNotCoveredError("Slot 42 not covered by the cluster"),
+    ],
+)
+def test_a_cluster_failing_over_is_a_connection_lost_not_a_refusal(error: Exception) -> None:
+    """A worker's leg meeting these is sent again (the cluster answers after its failover);
+    a script's own error is not."""
+    with pytest.raises(StorageError) as caught, storage_errors("claiming conversation c"):
+        raise error
+    assert connection_lost(caught.value)
+    assert type(error).__name__ in str(caught.value)
+    with pytest.raises(StorageError) as refusal, storage_errors("claiming conversation c"):
+        raise redis.exceptions.ResponseError("ERR Error running script")
+    assert not connection_lost(refusal.value)

@@ -9,9 +9,16 @@ import uuid
 
 import pytest
 import redis
+from kombu.transport.native_delayed_delivery import calculate_routing_key
 
 from shared.client import Client
-from shared.client.broker import BrokerKind, broker_config, broker_kind, uses_outbox
+from shared.client.broker import (
+    BrokerKind,
+    broker_config,
+    broker_kind,
+    countdown_for,
+    uses_outbox,
+)
 from shared.client.outbox import OutboxTask
 from shared.client.tasks import ADVANCE, celery_config
 from shared.errors import SettingsError
@@ -160,6 +167,19 @@ def test_rabbitmq_gets_quorum_queues_on_topic_exchanges_and_redis_what_it_had() 
             "unacked_mutex_expire": 30,
         },
     }
+
+
+def test_countdowns_on_rabbitmq_are_whole_seconds_rounded_up() -> None:
+    """Celery truncates a countdown to RabbitMQ's whole seconds and refuses one under 1 s: a
+    half-second retry was never sent."""
+    rabbit = Settings(broker_url=RABBIT)
+    assert [countdown_for(rabbit, s) for s in (0, 0.2, 1.0, 1.5, 30)] == [None, 1, 1, 2, 30]
+    routing = celery_config(rabbit)["task_queues"][0].routing_key
+    calculate_routing_key(int(countdown_for(rabbit, 0.2) or 0), routing)  # what Celery does
+    with pytest.raises(ValueError, match="positive"):  # what it did with 0.2 s as it was
+        calculate_routing_key(int(0.2), routing)
+    redis_apart = Settings(broker_url="redis://other:6379/0")
+    assert [countdown_for(redis_apart, s) for s in (0, 0.2, 1.5)] == [None, 0.2, 1.5]
 
 
 def test_an_unknown_broker_scheme_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,6 +43,7 @@ def test_malformed_session_ids_name_nothing(
     assert SessionStore(real_redis, keys).get(bad) is None  # type: ignore[arg-type]
 
 
+@pytest.mark.one_redis  # finds the session's key with KEYS, one node's
 def test_expired_sessions_leave_the_users_set(real_redis: redis.Redis, keys: KeySpace) -> None:
     sessions = SessionStore(real_redis, keys)
     gone = sessions.start("ada", generation=0, lifetime_s=100)

@@ -160,6 +160,7 @@ def test_openapi_schemas_resolve(http: FlaskClient, viewer: dict[str, str]) -> N
     assert {"NewBatch", "BatchSubmitted", "BulkResolveBody", "AuditList"} <= set(schemas)
 
 
+@pytest.mark.one_redis  # a cluster client reads its nodes at start: the web exits naming them
 def test_redis_gone_is_503(make_app: AppFactory, redis_server: object) -> None:
     app = make_app(redis_url=f"redis://127.0.0.1:{free_port()}/0", redis_timeout_s=0.2)
     http = app.test_client()
@@ -170,6 +171,7 @@ def test_redis_gone_is_503(make_app: AppFactory, redis_server: object) -> None:
     assert response.json["error"]["code"] == "storage_error"
 
 
+@pytest.mark.one_redis  # reads one Redis's pool (a cluster client keeps one per node)
 def test_threads_wait_for_the_bounded_pool(make_app: AppFactory) -> None:
     """More concurrent requests than Redis connections: they queue, none fails."""
     from concurrent.futures import ThreadPoolExecutor
@@ -188,6 +190,7 @@ def test_threads_wait_for_the_bounded_pool(make_app: AppFactory) -> None:
     assert len(svc.redis.connection_pool._connections) <= 3  # type: ignore[attr-defined]
 
 
+@pytest.mark.one_redis  # starves one Redis's pool (a cluster client keeps one per node)
 def test_a_starved_pool_answers_503_with_retry_after(make_app: AppFactory) -> None:
     """Every connection held past the wait: the answer says when to come back."""
     app = make_app(web_redis_connections=2, redis_pool_wait_s=0.2)

@@ -157,6 +157,7 @@ def test_session_begun_before_a_password_change_is_refused(app: Flask, svc: Serv
     assert svc.users.sessions.get(late) is None  # and it is ended for good
 
 
+@pytest.mark.one_redis  # finds the session's key with KEYS, one node's
 def test_session_lives_in_redis_with_the_session_lifetime(app: Flask, svc: Services) -> None:
     svc.users.add(*OPERATOR)
     http = _signed_in(app)

@@ -14,6 +14,7 @@ import redis
 from celery import Celery
 
 from shared.approval_links import ApprovalLinks
+from shared.client.broker import countdown_for
 from shared.client.tasks import webhook_queue_name
 from shared.errors import NotFound, ProviderError
 from shared.metrics.series import NOTIFICATION_DELIVERIES
@@ -125,7 +126,8 @@ def register_routes(app: Celery, settings: Settings) -> None:
         except Exception as exc:
             wait = sender.failed(nid, route, to.address, attempt, f"{type(exc).__name__}: {exc}")
             if wait is not None:
-                email.apply_async((nid, route, recipient, attempt + 1), countdown=wait, queue=queue)
+                again = (nid, route, recipient, attempt + 1)
+                email.apply_async(again, countdown=countdown_for(settings, wait), queue=queue)
             return
         sender.log(nid, route, to.address, attempt, "sent")
         log.info("approval email %s sent to %s (route %s)", nid, to.address, route)
@@ -142,7 +144,8 @@ def register_routes(app: Celery, settings: Settings) -> None:
         except ProviderError as exc:
             wait = sender.failed(nid, route, f"slack:{channel}", attempt, exc.message)
             if wait is not None:
-                slack.apply_async((nid, route, channel, attempt + 1), countdown=wait, queue=queue)
+                again = (nid, route, channel, attempt + 1)
+                slack.apply_async(again, countdown=countdown_for(settings, wait), queue=queue)
             return
         finally:
             api.close()

@@ -7,6 +7,7 @@ import logging
 
 from celery import Celery
 
+from shared.client.broker import countdown_for
 from shared.client.tasks import DELIVER_WEBHOOK, celery_config, webhook_queue_name
 from shared.errors import StorageError
 from shared.settings import Settings
@@ -44,7 +45,8 @@ def register_webhooks(app: Celery, settings: Settings) -> None:
     queue = webhook_queue_name(settings)
 
     def later(delivery_id: str, wait_s: float = 0.0, seen: int | None = None) -> None:
-        deliver.apply_async((delivery_id, seen), countdown=wait_s or None, queue=queue)
+        wait = countdown_for(settings, wait_s)
+        deliver.apply_async((delivery_id, seen), countdown=wait, queue=queue)
 
     @app.task(name=DELIVER_WEBHOOK, ignore_result=True)
     def deliver(delivery_id: str, seen: int | None = None) -> None:
