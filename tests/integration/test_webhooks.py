@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 
 from cli.main import cli
 from shared.client import Client
+from shared.client.broker import BrokerKind, broker_kind
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.agents import NewAgent
 from shared.models.batches import BatchConfig, RetryFilter
@@ -246,7 +247,11 @@ def test_a_retry_lost_with_a_killed_worker_is_swept_up_and_sent(
     logged = _log(client).get(delivery.id)
     assert logged.status is DeliveryStatus.SUCCEEDED
     assert [a.status_code for a in logged.attempts] == [500, 200]
-    assert "was lost" in worker.log()
+    # On a Redis broker Celery held the countdown in the killed worker, and the sweep sent it
+    # again; on RabbitMQ it waited in the delay queues (the sweep may still send a copy of a
+    # retry overdue while the worker restarts: the attempt is made once all the same)
+    if broker_kind(client.settings) is not BrokerKind.RABBITMQ:
+        assert "was lost" in worker.log()
 
 
 def test_a_slow_endpoint_never_holds_a_turn_back(client: Client, endpoints: EndpointStore) -> None:

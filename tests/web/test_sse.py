@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
+from redis.cluster import RedisCluster
 from werkzeug.test import TestResponse
 
 from shared.errors import StorageError
@@ -253,7 +254,10 @@ def test_lost_pubsub_connection_ends_clients_so_they_resume(
     reader = _open(http, f"/api/v1/conversations/{cid}/events", viewer)
     first = emit(svc, _step(cid, "before"))
     assert [e["id"] for e in reader.events(1)] == [first]
-    svc.redis.client_kill_filter(_type="pubsub")
+    if isinstance(svc.redis, RedisCluster):  # the subscription is on one node of them all
+        svc.redis.client_kill_filter(_type="pubsub", target_nodes=RedisCluster.ALL_NODES)
+    else:
+        svc.redis.client_kill_filter(_type="pubsub")
     missed = emit(svc, _step(cid, "while reconnecting"))
     reader.events(5, timeout=10)  # returns early once the server ends the stream
     assert reader.ended and any("reconnect" in c for c in reader.comments)
