@@ -189,6 +189,12 @@ class Supervisor:
             steps.append(f"source {_relative(activate)}")
         if self.shared_redis_url is None:
             steps.append(f"export SIGNOFF_REDIS_URL={self.redis_url}")
+        if self.settings.broker_url:
+            # a client that does not know the broker is apart sends into the state Redis's
+            # queue, which no worker reads: its prompts would wait for ever
+            shown = redacted(self.settings.broker_url)
+            where = "" if shown == self.settings.broker_url else "  # with its password"
+            steps.append(f"export SIGNOFF_BROKER_URL={shown}{where}")
         if not steps:
             return []
         return ["  the CLI, from another terminal here:", *(f"    {step}" for step in steps)]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.local.embedded_redis import free_port
+from shared.local.embedded_redis import EmbeddedRedis, free_port
 from shared.store.keys import KeySpace
 from shared.store.users import TokenStore
 from tests.stack import ROOT
@@ -347,6 +347,34 @@ def test_the_banner_says_how_to_use_the_cli_from_another_terminal(
     assert up.redis_url.removeprefix("redis://") in tour.stdout + tour.stderr
     os.kill(up.pid, signal.SIGTERM)
     assert up.process.wait(timeout=60) == 0
+
+
+def test_with_a_broker_apart_the_banner_exports_it_and_a_prompt_from_the_cli_runs(
+    tmp_path: Path, started: list[Up]
+) -> None:
+    """Without SIGNOFF_BROKER_URL the CLI would send into the state Redis, where no worker of
+    this Signoff reads: the banner's tour must carry it."""
+    with EmbeddedRedis() as broker:
+        up = start_up(tmp_path, "--port", str(free_port()), SIGNOFF_BROKER_URL=broker.url)
+        started.append(up)
+        up.read_until("Ctrl-C stops everything")
+        activate = up.found(r"source (\S+)")
+        exports = [up.found(r"(export SIGNOFF_REDIS_URL=\S+)")]
+        exports.append(up.found(r"(export SIGNOFF_BROKER_URL=\S+)"))
+        assert exports[1] == f"export SIGNOFF_BROKER_URL={broker.url}"
+        script = " && ".join([f"source {activate}", *exports, "echo hello | signoff chat"])
+        tour = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env=up_env(),
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert tour.returncode == 0, tour.stdout + tour.stderr
+        assert "You said" in tour.stdout, tour.stdout
+        os.kill(up.pid, signal.SIGTERM)
+        assert up.process.wait(timeout=60) == 0
 
 
 def test_a_child_that_dies_stops_the_rest_and_is_named(tmp_path: Path, started: list[Up]) -> None:
