@@ -268,8 +268,10 @@ def check_workers(settings: Settings) -> Check:
         return Check(
             "workers",
             Level.WARN,
-            f"no worker answered within {PING_TIMEOUT_S:g}s: prompts wait in the queue "
-            "until one runs (`signoff worker`)",
+            f"no worker answered within {PING_TIMEOUT_S:g}s through {described(settings)}: "
+            "prompts wait in the queue until one runs (`signoff worker`), or for ever if "
+            "the workers were given another broker (SIGNOFF_BROKER_URL must be the same for "
+            "workers, web and CLI)",
         )
     return Check("workers", Level.OK, f"{len(names)} answered: {', '.join(names)}")
 

@@ -126,3 +126,8 @@ def test_doctor_says_which_broker_is_used(
     result = run_cli(away, "doctor")
     assert result.returncode == 1
     assert doctor_lines(result)["broker"].startswith("FAIL RabbitMQ, quorum queues at amqp://")
+    # a CLI not told of the broker pings through the state Redis, where no worker listens
+    untold = {k: v for k, v in stack_env.items() if k != "SIGNOFF_BROKER_URL"}
+    workers = doctor_lines(run_cli({**untold, "SIGNOFF_BROKER_URL": ""}, "doctor"))["workers"]
+    assert workers.startswith("warn no worker answered") and "through the state Redis" in workers
+    assert "SIGNOFF_BROKER_URL must be the same" in workers
