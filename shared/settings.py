@@ -103,7 +103,8 @@ class Settings(BaseSettings):
         "amqp://user:password@host:5672/vhost puts the task queues on RabbitMQ (quorum queues, "
         "persistent messages, native delayed delivery); a redis:// URL, on a Redis of their own. "
         "A broker apart from the state Redis receives the tasks that state writes ask for "
-        "through an outbox in the state Redis, relayed by the workers and `signoff beat`.",
+        "through an outbox in the state Redis, relayed by the workers and `signoff beat`. "
+        "Give every process the same: workers, beat, web and CLI.",
     )
     redis_cluster: bool = Field(
         False,

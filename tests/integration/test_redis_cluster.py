@@ -29,7 +29,7 @@ from shared.models.users import Role
 from shared.settings import Settings
 from shared.store.keys import KeySpace
 from shared.store.policy import PolicyRule, PolicyStore
-from tests.stack import WorkerProcess, effect_prompt, parked, run_cli
+from tests.stack import BeatProcess, WorkerProcess, effect_prompt, parked, run_cli
 from tests.web.test_sse import SseReader
 from webui import create_app
 from webui.services import Services
@@ -298,8 +298,9 @@ def test_turns_in_flight_finish_after_the_cluster_was_down(
 ) -> None:
     """A primary crashes while turns stream and comes back seconds later (empty: test nodes
     keep nothing on disk). The worker takes the cluster's refusals as a cut connection and
-    sends its legs again: every turn on the nodes that stayed finishes, once, and the worker
-    is still there."""
+    sends its legs again (after a lease, 30 s, where a release was not answered), with
+    `signoff beat` beside it as deployed: every turn on the nodes that stayed finishes, once,
+    and the worker is still there."""
     with RedisClusterNodes(3) as nodes:
         env = {
             "SIGNOFF_REDIS_URL": nodes.url,
@@ -310,6 +311,7 @@ def test_turns_in_flight_finish_after_the_cluster_was_down(
             "SIGNOFF_SCRIPTED_TOKEN_DELAY_MS": "40",  # a turn streams for about a second
         }
         worker = WorkerProcess(env, concurrency=16, name="cluster-down").start()
+        beat = BeatProcess(env).start()
         try:
             settings = Settings(
                 redis_url=nodes.url,
@@ -333,7 +335,11 @@ def test_turns_in_flight_finish_after_the_cluster_was_down(
                 for n, (conversation, turn) in enumerate(turns):
                     if on_node[conversation] == lost:
                         continue
-                    response = conversation.wait_for_turn(turn, timeout=90)
+                    try:
+                        response = conversation.wait_for_turn(turn, timeout=150)
+                    except TimeoutError as exc:
+                        tail = worker.log()[-6000:]
+                        raise AssertionError(f"{exc}; the worker's log:\n{tail}") from exc
                     assert f'"the outage {n}"' in response.text
                     steps = conversation.history
                     assert [s.type for s in steps].count(StepType.USER_INPUT) == 1
@@ -344,4 +350,5 @@ def test_turns_in_flight_finish_after_the_cluster_was_down(
             # sent again (once the lease lapses)
             assert "raised unexpected" not in worker.log(), worker.log()[-3000:]
         finally:
+            beat.stop()
             worker.stop()
