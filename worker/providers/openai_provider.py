@@ -67,6 +67,7 @@ from worker.providers.base import (
     ToolSpec,
     UsageEvent,
 )
+from worker.providers.plain_http import PlainHTTPTransport, uses_plain_http
 from worker.providers.retry import RetryPolicy, failure, retry_after_s, stream_with_retries
 
 __all__ = [
@@ -121,24 +122,16 @@ class OpenAIProvider:
     ) -> None:
         config = settings or Settings.model_construct()
         key = api_key if api_key is not None else config.openai_api_key.get_secret_value()
-        connections = config.model_connections
-        # The connections in pools of at most POOL_SHARD, taken in turn: httpx's pool walks
-        # all its connections at every request and response, so one pool of a thousand cost
-        # more CPU per call than the call's own parsing. Calls beyond a pool's bound wait for
-        # one of its connections (back-pressure), up to the timeout.
-        sizes = [POOL_SHARD] * (connections // POOL_SHARD)
-        sizes += [connections % POOL_SHARD] if connections % POOL_SHARD else []
+        url = base_url or config.openai_base_url
         self._clients = [
             _Client(
-                base_url=base_url or config.openai_base_url,
+                base_url=url,
                 api_key=key or _NO_KEY,
                 timeout=timeout_s or config.provider_timeout_s,
                 max_retries=0,
-                http_client=openai.DefaultHttpxClient(
-                    limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size)
-                ),
+                http_client=http_client,
             )
-            for size in sizes
+            for http_client in _http_clients(url, config.model_connections)
         ]
         self._turn = itertools.cycle(self._clients)
         retries = config.provider_max_retries if max_retries is None else max_retries
@@ -191,6 +184,27 @@ class OpenAIProvider:
         except openai.APIConnectionError as exc:
             error = ProviderError(f"{where}: cannot reach the server: {_cause(exc)}")
             raise failure(error) from exc
+
+
+def _http_clients(base_url: str, connections: int) -> list[httpx2.Client]:
+    """The HTTP clients calls take in turn, `connections` in all.
+
+    Plain http goes through one `PlainHTTPTransport`, whose pool costs the same at any size.
+    Otherwise (TLS, a proxy) httpx's own transport, in pools of at most POOL_SHARD: its pool
+    walks all its connections at every request and response, so one pool of a thousand
+    cost more CPU per call than the call's own parsing. A call beyond a pool's bound waits
+    for one of its connections (back-pressure), up to the timeout.
+    """
+    if uses_plain_http(base_url):
+        return [openai.DefaultHttpxClient(transport=PlainHTTPTransport(connections))]
+    sizes = [POOL_SHARD] * (connections // POOL_SHARD)
+    sizes += [connections % POOL_SHARD] if connections % POOL_SHARD else []
+    return [
+        openai.DefaultHttpxClient(
+            limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size)
+        )
+        for size in sizes
+    ]
 
 
 class _Client(openai.OpenAI):

@@ -1,0 +1,318 @@
+"""A lean HTTP/1.1 transport under the openai SDK's client, for model servers on plain http.
+
+Why: a streamed answer arrives one HTTP chunk per token, and httpcore and h11 handled each
+in five layers of state machines. Against a local model server that was a quarter of the
+worker's CPU per turn (`python -m bench latency`). This transport reads the same bytes
+with a buffer and a chunk parser, and keeps its connections in one list per origin, so
+taking one costs the same with ten or a thousand open.
+
+Scope: plain ``http://`` with no proxy, the self-hosted servers (vLLM, llama.cpp, Ollama)
+a worker keeps a thousand calls open on. ``https://`` and proxied URLs keep httpx's own
+transport (`uses_plain_http`), with its TLS and proxy settings. The SDK above is
+unchanged: it builds the request, maps statuses and errors, and decodes the SSE events.
+
+Semantics kept from httpx: at most `max_connections` requests at once (a request beyond
+waits up to the pool timeout, then `PoolTimeout`); connections kept alive and reused
+until the server closes them; a reused connection that the server had closed before it
+answered anything is replaced once (the request never reached a handler); timeouts and
+socket errors raise httpx's exceptions, which the SDK maps to its own.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import urllib.request
+from collections.abc import Iterator
+
+import httpx2
+
+__all__ = ["PlainHTTPTransport", "uses_plain_http"]
+
+_READ = 65536
+_MAX_HEAD = 65536
+_MAX_LINE = 4096
+
+
+def uses_plain_http(base_url: str) -> bool:
+    """Whether calls to `base_url` go through `PlainHTTPTransport`: plain http, no proxy."""
+    url = httpx2.URL(base_url)
+    if url.scheme != "http":
+        return False
+    proxies = urllib.request.getproxies()
+    if not ({"http", "all"} & set(proxies)):
+        return True
+    return bool(urllib.request.proxy_bypass(url.host))
+
+
+class PlainHTTPTransport(httpx2.BaseTransport):
+    """HTTP/1.1 over pooled keep-alive sockets; one request per connection at a time."""
+
+    def __init__(self, max_connections: int) -> None:
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._max_idle = max_connections
+        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.scheme != "http":
+            raise httpx2.UnsupportedProtocol(f"only http is served here: {request.url}")
+        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
+        if not self._slots.acquire(timeout=timeouts.get("pool")):
+            raise httpx2.PoolTimeout("no connection to the model server was free in time")
+        try:
+            return self._send(request, timeouts)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def close(self) -> None:
+        for connections in self._idle.values():
+            while connections:
+                connections.pop().close()
+
+    def _send(self, request: httpx2.Request, timeouts: dict[str, float | None]) -> httpx2.Response:
+        origin = (request.url.host, request.url.port or 80)
+        message = _head(request) + request.read()
+        for attempt in range(2):
+            conn, reused = self._connection(origin, timeouts.get("connect"))
+            try:
+                conn.send(message, timeouts.get("write"))
+                status, reason, headers = conn.read_head(timeouts.get("read"))
+            except _Stale:
+                conn.close()
+                if reused and attempt == 0:
+                    continue  # the server closed it while idle; the request never arrived
+                raise httpx2.RemoteProtocolError(
+                    "the server disconnected without sending a response"
+                ) from None
+            except BaseException:
+                conn.close()
+                raise
+            body = _Body(self, origin, conn, _framing(conn, request.method, status, headers))
+            return httpx2.Response(
+                status,
+                headers=headers,
+                stream=body,
+                extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason},
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connection(
+        self, origin: tuple[str, int], timeout: float | None
+    ) -> tuple[_Connection, bool]:
+        idle = self._idle.get(origin)
+        if idle:
+            return idle.pop(), True
+        return _Connection.open(origin, timeout), False
+
+    def _release(self, origin: tuple[str, int], conn: _Connection | None) -> None:
+        """A response is over: its connection back to the pool (or None: it was closed)."""
+        if conn is not None:
+            idle = self._idle.setdefault(origin, [])
+            if len(idle) < self._max_idle:
+                idle.append(conn)
+            else:
+                conn.close()
+        self._slots.release()
+
+
+class _Stale(Exception):
+    """The connection ended before any byte of a response."""
+
+
+class _Connection:
+    """A socket with a read buffer."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.keep_alive = True
+
+    @classmethod
+    def open(cls, origin: tuple[str, int], timeout: float | None) -> _Connection:
+        try:
+            sock = socket.create_connection(origin, timeout=timeout)
+        except TimeoutError as exc:
+            raise httpx2.ConnectTimeout(f"connecting to {origin[0]}:{origin[1]}: {exc}") from exc
+        except OSError as exc:
+            raise httpx2.ConnectError(f"connecting to {origin[0]}:{origin[1]}: {exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(sock)
+
+    def close(self) -> None:
+        self.keep_alive = False
+        self.sock.close()
+
+    def send(self, data: bytes, timeout: float | None) -> None:
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.sendall(data)
+        except TimeoutError as exc:
+            raise httpx2.WriteTimeout(f"sending the request: {exc}") from exc
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise _Stale() from exc
+        except OSError as exc:
+            raise httpx2.WriteError(f"sending the request: {exc}") from exc
+
+    def read_head(self, timeout: float | None) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        """The status and headers of the final response (informational ones are skipped)."""
+        self.sock.settimeout(timeout)
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buffer) > _MAX_HEAD:
+                    raise httpx2.RemoteProtocolError("the response's head is too long")
+                if not self._fill(stale_if_empty=not self.buffer):
+                    raise httpx2.RemoteProtocolError("the server closed the connection mid-head")
+                continue
+            head = bytes(self.buffer[:end])
+            del self.buffer[: end + 4]
+            if head.startswith(b"HTTP/1.0"):
+                self.keep_alive = False  # a 1.0 server closes after each response
+            status, reason, headers = _parse_head(head)
+            if not 100 <= status < 200:
+                return status, reason, headers
+
+    def _fill(self, *, stale_if_empty: bool = False) -> bool:
+        """Reads more into the buffer; False at the end of the stream."""
+        try:
+            data = self.sock.recv(_READ)
+        except TimeoutError as exc:
+            raise httpx2.ReadTimeout(f"waiting for the model server: {exc}") from exc
+        except ConnectionResetError as exc:
+            if stale_if_empty:
+                raise _Stale() from exc
+            raise httpx2.ReadError(f"reading the response: {exc}") from exc
+        except OSError as exc:
+            raise httpx2.ReadError(f"reading the response: {exc}") from exc
+        if not data:
+            if stale_if_empty:
+                raise _Stale()
+            return False
+        self.buffer += data
+        return True
+
+    def line(self) -> bytes:
+        while (end := self.buffer.find(b"\r\n")) < 0:
+            if len(self.buffer) > _MAX_LINE:
+                raise httpx2.RemoteProtocolError("a chunk size line is too long")
+            if not self._fill():
+                raise httpx2.RemoteProtocolError("the server closed the connection mid-body")
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 2]
+        return line
+
+    def exactly(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            if not self._fill():
+                raise httpx2.RemoteProtocolError("the server closed the connection mid-body")
+        data = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return data
+
+    def chunked(self) -> Iterator[bytes]:
+        while True:
+            line = self.line()
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise httpx2.RemoteProtocolError(f"bad chunk size line {line[:40]!r}") from None
+            if size == 0:
+                while self.line():  # trailers, up to the blank line
+                    pass
+                return
+            yield self.exactly(size)
+            if self.exactly(2) != b"\r\n":
+                raise httpx2.RemoteProtocolError("a chunk did not end with CRLF")
+
+    def counted(self, length: int) -> Iterator[bytes]:
+        while length > 0:
+            if not self.buffer and not self._fill():
+                raise httpx2.RemoteProtocolError("the server closed the connection mid-body")
+            data = bytes(self.buffer[:length])
+            del self.buffer[: len(data)]
+            length -= len(data)
+            yield data
+
+    def until_close(self) -> Iterator[bytes]:
+        self.keep_alive = False
+        while self.buffer or self._fill():
+            data = bytes(self.buffer)
+            self.buffer.clear()
+            yield data
+
+
+def _head(request: httpx2.Request) -> bytes:
+    url = request.url
+    target = url.raw_path or b"/"
+    lines = [request.method.encode("ascii") + b" " + target + b" HTTP/1.1"]
+    lines += [name + b": " + value for name, value in request.headers.raw]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def _parse_head(head: bytes) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    status_line, *header_lines = head.split(b"\r\n")
+    parts = status_line.split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise httpx2.RemoteProtocolError(f"not an HTTP/1.1 status line: {status_line[:60]!r}")
+    headers = []
+    for line in header_lines:
+        name, sep, value = line.partition(b":")
+        if not sep:
+            raise httpx2.RemoteProtocolError(f"bad header line {line[:60]!r}")
+        headers.append((name.strip(), value.strip()))
+    reason = parts[2] if len(parts) == 3 else b""
+    return int(parts[1]), reason, headers
+
+
+def _framing(
+    conn: _Connection, method: str, status: int, headers: list[tuple[bytes, bytes]]
+) -> Iterator[bytes]:
+    """The body's pieces, as the response frames them; marks the connection not reusable
+    when it closes after the body."""
+    fields: dict[bytes, bytes] = {name.lower(): value for name, value in headers}
+    if b"close" in fields.get(b"connection", b"").lower():
+        conn.keep_alive = False
+    if method == "HEAD" or status in (204, 304):
+        return iter(())
+    if b"chunked" in fields.get(b"transfer-encoding", b"").lower():
+        return conn.chunked()
+    if b"content-length" in fields:
+        try:
+            length = int(fields[b"content-length"])
+        except ValueError:
+            raise httpx2.RemoteProtocolError("a Content-Length that is not a number") from None
+        return conn.counted(length)
+    return conn.until_close()
+
+
+class _Body(httpx2.SyncByteStream):
+    """The response body; closing it returns a fully read connection to the pool."""
+
+    def __init__(
+        self,
+        transport: PlainHTTPTransport,
+        origin: tuple[str, int],
+        conn: _Connection,
+        pieces: Iterator[bytes],
+    ) -> None:
+        self._transport = transport
+        self._origin = origin
+        self._conn = conn
+        self._pieces = pieces
+        self._read_all = False
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._pieces
+        self._read_all = True
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        conn: _Connection | None = self._conn
+        if not (self._read_all and self._conn.keep_alive and not self._conn.buffer):
+            self._conn.close()
+            conn = None
+        self._transport._release(self._origin, conn)
