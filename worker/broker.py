@@ -36,6 +36,7 @@ from celery import Celery
 from kombu.transport import redis as redis_transport
 from kombu.transport import virtual
 
+from shared.store.fair_queue import FairLifoQueue
 from shared.store.lend_check import parser_options
 
 log = logging.getLogger(__name__)
@@ -98,9 +99,12 @@ class _Channel(_OneClient, redis_transport.Channel):
             return super()._get_pool(asynchronous=True)
         params = self._connparams(asynchronous=False)
         self.keyprefix_fanout = self.keyprefix_fanout.format(db=params["db"])
-        # the check before lending a connection, without gevent's poll (lend_check.py)
+        # the check before lending a connection, without gevent's poll (lend_check.py); the
+        # queue that does not notify a condition nobody waits on (under gevent, a hub switch)
         params = {**parser_options(), **params}
-        return redis.BlockingConnectionPool(timeout=self.pool_wait_s, **params)
+        return redis.BlockingConnectionPool(
+            timeout=self.pool_wait_s, queue_class=FairLifoQueue, **params
+        )
 
 
 class _SentinelChannel(_OneClient, redis_transport.SentinelChannel):

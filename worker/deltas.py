@@ -17,6 +17,7 @@ ordered and are written once.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -94,20 +95,29 @@ class DeltaFlusher:
         self._channel = keys.live_all()
         self._enrolled: dict[int, DeltaSource] = {}
         self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._ticker_pid: int | None = None  # the process whose ticker thread runs
 
     def enrol(self, source: DeltaSource) -> None:
         """`source` has deltas: the next tick (within one window) writes them."""
         with self._wake:
             idle = not self._enrolled
             self._enrolled[id(source)] = source
-            if self._thread is None or not self._thread.is_alive():  # also after a fork
-                self._thread = threading.Thread(target=self._run, name="delta-ticker", daemon=True)
-                self._thread.start()
+            # None yet, it ended, or a forked child: `is_alive` would cost a hub switch under
+            # gevent, at every call's first delta of a window.
+            if self._ticker_pid != os.getpid():
+                self._ticker_pid = os.getpid()
+                threading.Thread(target=self._run, name="delta-ticker", daemon=True).start()
             elif idle:
                 self._wake.notify()
 
     def _run(self) -> None:
+        try:
+            self._tick_forever()
+        finally:
+            with self._wake:
+                self._ticker_pid = None
+
+    def _tick_forever(self) -> None:
         last = 0.0
         while True:
             with self._wake:

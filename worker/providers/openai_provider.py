@@ -1,11 +1,8 @@
 """The OpenAI-compatible provider: Chat Completions streaming through the official SDK.
 
 One class covers OpenAI, Ollama's ``/v1``, vLLM and the llama.cpp server, so it
-tolerates their differences:
+tolerates their differences (the stream's side is in `worker.providers.openai_chunks`):
 
-- Tool-call fragments are joined by ``index``; a new ``id`` at a known index
-  starts a new call. A name repeated on every fragment (llama.cpp) is kept
-  once. Calls are emitted, in order, when the finish reason arrives.
 - Arguments that are not a JSON object (a small model's broken JSON) do not
   raise: the call's args become ``{"_raw": "<the text>"}`` (`RAW_ARGUMENTS_KEY`)
   so the runtime can report a tool error back to the model; `raw_arguments`
@@ -36,36 +33,33 @@ import base64
 import itertools
 import json
 import mimetypes
-from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Generator
 from typing import Any
 
 import httpx2
 import openai
-import pydantic
-from openai import Stream
 from openai._types import RequestOptions
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.chat.chat_completion_chunk import Choice, ChoiceDelta, ChoiceDeltaToolCall
-from openai.types.completion_usage import CompletionUsage
+from openai.types.chat import ChatCompletion
 
 from shared.errors import ProviderError, RateLimited
 from shared.models.config import ToolSelection
 from shared.models.content import Media
 from shared.models.model_settings import ModelSettings
-from shared.models.steps import ToolCall, UsageMetadata
+from shared.models.steps import ToolCall
 from shared.settings import Settings
 from worker.providers.base import (
-    FinishEvent,
     Message,
     ModelRequest,
     ProviderEvent,
     Role,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallEvent,
     ToolSpec,
-    UsageEvent,
+)
+from worker.providers.openai_chunks import (
+    RAW_ARGUMENTS_KEY,
+    ChunkReader,
+    ChunkStream,
+    parse_arguments,
+    raw_arguments,
 )
 from worker.providers.plain_http import PlainHTTPTransport, uses_plain_http
 from worker.providers.retry import RetryPolicy, failure, retry_after_s, stream_with_retries
@@ -78,29 +72,9 @@ __all__ = [
     "raw_arguments",
 ]
 
-RAW_ARGUMENTS_KEY = "_raw"
-_CHUNKS = Stream[ChatCompletionChunk]
 POOL_SHARD = 64  # connections per httpx pool (see OpenAIProvider.__init__)
 _NO_KEY = "no-key"
 _DETAIL_CHARS = 500
-
-
-def parse_arguments(text: str) -> dict[str, Any]:
-    """A tool call's arguments; text that is not a JSON object comes back under ``_raw``."""
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {RAW_ARGUMENTS_KEY: text}
-    return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
-
-
-def raw_arguments(args: Any) -> str | None:
-    """The unparsed text of malformed arguments, or None when they parsed."""
-    if isinstance(args, dict) and set(args) == {RAW_ARGUMENTS_KEY}:
-        return str(args[RAW_ARGUMENTS_KEY])
-    return None
 
 
 class OpenAIProvider:
@@ -124,7 +98,7 @@ class OpenAIProvider:
         key = api_key if api_key is not None else config.openai_api_key.get_secret_value()
         url = base_url or config.openai_base_url
         self._clients = [
-            _Client(
+            openai.OpenAI(
                 base_url=url,
                 api_key=key or _NO_KEY,
                 timeout=timeout_s or config.provider_timeout_s,
@@ -149,20 +123,20 @@ class OpenAIProvider:
 
     def _attempt(self, kwargs: dict[str, Any]) -> Generator[ProviderEvent, None, None]:
         where = f"openai model {kwargs['model']!r}"
-        reader = _ChunkReader()
+        reader = ChunkReader()
         with self._open(kwargs, where) as chunks:
             try:
                 for chunk in chunks:
                     yield from reader.feed(chunk)
             except openai.APIError as exc:
                 raise failure(_stream_error(exc, where)) from exc
-            except json.JSONDecodeError as exc:
+            except ValueError as exc:  # not JSON, or JSON that is not an object
                 raise failure(ProviderError(f"{where}: unreadable stream chunk: {exc}")) from exc
         if not reader.finished:
             raise failure(ProviderError(f"{where}: the stream ended early, before a finish reason"))
         yield from reader.end()
 
-    def _open(self, kwargs: dict[str, Any], where: str) -> Stream[ChatCompletionChunk]:
+    def _open(self, kwargs: dict[str, Any], where: str) -> ChunkStream:
         """POSTs the body as built: `chat.completions.create` would walk it against its
         TypedDicts (`maybe_transform`), a no-op for these plain JSON values that cost an
         eighth of a streamed call's CPU in the worker, growing with the history."""
@@ -177,7 +151,7 @@ class OpenAIProvider:
                 options=options,
                 cast_to=ChatCompletion,
                 stream=True,
-                stream_cls=_CHUNKS,
+                stream_cls=ChunkStream,
             )
         except openai.APIStatusError as exc:
             raise failure(_status_error(exc, where), retry_after_s(exc.response.headers)) from exc
@@ -205,24 +179,6 @@ def _http_clients(base_url: str, connections: int) -> list[httpx2.Client]:
         )
         for size in sizes
     ]
-
-
-class _Client(openai.OpenAI):
-    """The SDK's client, reading stream chunks with pydantic's validator.
-
-    The SDK builds each chunk's model field by field in Python (`construct_type`): a third
-    of a 20-token call's CPU in the worker. A chunk that validates is built by
-    pydantic-core instead; one that does not (a server's odd field) goes the SDK's lenient
-    way, as before.
-    """
-
-    def _process_response_data(self, *, data: object, cast_to: Any, response: Any) -> Any:
-        if cast_to is ChatCompletionChunk and isinstance(data, dict):
-            try:
-                return ChatCompletionChunk.model_validate(data)
-            except pydantic.ValidationError:
-                pass
-        return super()._process_response_data(data=data, cast_to=cast_to, response=response)
 
 
 # Request mapping
@@ -318,119 +274,6 @@ def _media_part(media: Media) -> dict[str, Any]:
         return {"type": "image_url", "image_url": {"url": uri}}
     filename = "attachment" + (mimetypes.guess_extension(media.mime_type) or "")
     return {"type": "file", "file": {"file_data": uri, "filename": filename}}
-
-
-# Stream reading
-
-
-@dataclass
-class _PendingCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-class _ToolCallAssembler:
-    """Joins streamed tool-call fragments by index, and by id where a server reuses an index."""
-
-    def __init__(self) -> None:
-        self._calls: list[_PendingCall] = []
-        self._by_index: dict[int, _PendingCall] = {}
-        self._last_index = 0
-        self._emitted = 0
-
-    def add(self, fragment: ChoiceDeltaToolCall) -> None:
-        call = self._slot(fragment.index, fragment.id or "")
-        function = fragment.function
-        if function is not None:
-            call.name = _join_name(call.name, function.name or "")
-            if function.arguments:
-                call.arguments.append(function.arguments)
-
-    def _slot(self, index: int | None, call_id: str) -> _PendingCall:
-        key = self._last_index if index is None else index
-        self._last_index = key
-        call = self._by_index.get(key)
-        if call is None or (call_id and call.id and call_id != call.id):
-            call = _PendingCall(id=call_id)
-            self._calls.append(call)
-            self._by_index[key] = call
-        elif call_id:
-            call.id = call_id
-        return call
-
-    def drain(self) -> Iterator[ToolCallEvent]:
-        """The calls not yet emitted, complete."""
-        for number in range(self._emitted, len(self._calls)):
-            call = self._calls[number]
-            args = parse_arguments("".join(call.arguments))
-            yield ToolCallEvent(ToolCall(id=call.id or f"call_{number}", name=call.name, args=args))
-        self._emitted = len(self._calls)
-        self._by_index.clear()
-
-
-def _join_name(current: str, piece: str) -> str:
-    """llama.cpp repeats the whole name on every fragment; others send it once or in pieces."""
-    return current if not piece or piece == current else current + piece
-
-
-class _ChunkReader:
-    """Turns chat-completion chunks into events, keeping what spans chunks."""
-
-    def __init__(self) -> None:
-        self._calls = _ToolCallAssembler()
-        self._usage: UsageMetadata | None = None
-        self._finish_reason: str | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self._finish_reason is not None
-
-    def feed(self, chunk: ChatCompletionChunk) -> Iterator[ProviderEvent]:
-        if chunk.usage is not None:
-            self._usage = _usage(chunk.usage)
-        for choice in chunk.choices or ():
-            if choice.index in (0, None):
-                yield from self._choice(choice)
-
-    def _choice(self, choice: Choice) -> Iterator[ProviderEvent]:
-        if choice.delta is not None:
-            yield from _deltas(choice.delta)
-            for fragment in choice.delta.tool_calls or ():
-                self._calls.add(fragment)
-        if choice.finish_reason:
-            self._finish_reason = choice.finish_reason
-            yield from self._calls.drain()
-
-    def end(self) -> Iterator[ProviderEvent]:
-        """The events owed once the stream is over: late calls, usage, the finish."""
-        yield from self._calls.drain()
-        if self._usage is not None:
-            yield UsageEvent(self._usage)
-        yield FinishEvent(self._finish_reason or "stop")
-
-
-def _deltas(delta: ChoiceDelta) -> Iterator[ProviderEvent]:
-    extra = delta.model_extra or {}
-    thinking = extra.get("reasoning_content") or extra.get("reasoning")
-    if isinstance(thinking, str) and thinking:
-        yield ThinkingDelta(thinking)
-    if delta.content:
-        yield TextDelta(delta.content)
-    if delta.refusal:
-        yield TextDelta(delta.refusal)
-
-
-def _usage(raw: CompletionUsage) -> UsageMetadata:
-    prompt = raw.prompt_tokens or 0
-    completion = raw.completion_tokens or 0
-    return UsageMetadata(
-        prompt_token_count=prompt,
-        candidates_token_count=completion,
-        total_token_count=raw.total_tokens or prompt + completion,
-        cached_content_token_count=getattr(raw.prompt_tokens_details, "cached_tokens", None) or 0,
-        thoughts_token_count=getattr(raw.completion_tokens_details, "reasoning_tokens", None) or 0,
-    )
 
 
 # Error mapping

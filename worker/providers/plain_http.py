@@ -49,7 +49,7 @@ class PlainHTTPTransport(httpx2.BaseTransport):
     """HTTP/1.1 over pooled keep-alive sockets; one request per connection at a time."""
 
     def __init__(self, max_connections: int) -> None:
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self._slots = _Slots(max_connections)
         self._max_idle = max_connections
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
 
@@ -114,6 +114,35 @@ class PlainHTTPTransport(httpx2.BaseTransport):
             else:
                 conn.close()
         self._slots.release()
+
+
+class _Slots:
+    """The bound on requests at once. `threading.Semaphore` notifies at every release, which
+    under gevent costs a hub switch (its condition's plain lock is checked by acquiring it);
+    this notifies only when a caller waits."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._waiting = 0
+        self._changed = threading.Condition()
+
+    def acquire(self, timeout: float | None) -> bool:
+        with self._changed:
+            if not self._free:
+                self._waiting += 1
+                try:
+                    if not self._changed.wait_for(lambda: self._free > 0, timeout):
+                        return False
+                finally:
+                    self._waiting -= 1
+            self._free -= 1
+            return True
+
+    def release(self) -> None:
+        with self._changed:
+            self._free += 1
+            if self._waiting:
+                self._changed.notify()
 
 
 class _Stale(Exception):
