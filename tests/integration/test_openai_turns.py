@@ -4,6 +4,7 @@ structured output with its one repair, thinking, parallel tool calls, and HTTP f
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -125,3 +126,11 @@ def test_the_api_key_never_reaches_the_logs(
     client.new_conversation(provider="openai", model="m").chat_to_completion("hi")
     assert model_server.requests[-1].headers["authorization"] == "Bearer sk-test-secret"
     assert "sk-test-secret" not in worker.log()
+
+
+def test_the_worker_leaves_its_start_up_heap_out_of_garbage_collection(
+    worker: WorkerProcess,
+) -> None:
+    frozen = re.findall(r"garbage collection: (\d+) start-up objects frozen", worker.log())
+    assert len(frozen) == 2  # the turns worker and the deliveries worker
+    assert all(int(count) > 100_000 for count in frozen)  # Celery, the SDKs, pydantic
