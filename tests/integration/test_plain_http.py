@@ -45,7 +45,10 @@ class RawServer:
         with conn:
             while True:
                 while b"\r\n\r\n" not in buffer:
-                    data = conn.recv(65536)
+                    try:
+                        data = conn.recv(65536)
+                    except ConnectionResetError:  # the client went away
+                        return
                     if not data:
                         return
                     buffer += data
@@ -62,7 +65,10 @@ class RawServer:
                     buffer += conn.recv(65536)
                 self.requests.append(head + b"\r\n\r\n" + buffer[:length])
                 buffer = buffer[length:]
-                if not self.answers.pop(0)(conn, head):
+                try:
+                    if not self.answers.pop(0)(conn, head):
+                        return
+                except (BrokenPipeError, ConnectionResetError):  # the client left mid-answer
                     return
 
     def close(self) -> None:
@@ -254,3 +260,15 @@ def test_only_plain_http_without_a_proxy_takes_this_transport(
     assert not uses_plain_http("http://models.internal/v1")
     monkeypatch.setenv("NO_PROXY", "models.internal")
     assert uses_plain_http("http://models.internal/v1")
+
+
+def test_a_body_given_as_an_iterator_goes_whole_with_its_length(
+    client_for: Callable[..., httpx2.Client],
+) -> None:
+    server = RawServer(counted(b"got it"))
+    client = client_for(server)
+    assert client.post("/", content=iter([b"part one, ", b"part two"])).text == "got it"
+    head, _, body = server.requests[0].partition(b"\r\n\r\n")
+    assert body == b"part one, part two"
+    assert b"content-length: 18" in head.lower()
+    assert b"transfer-encoding" not in head.lower()

@@ -161,8 +161,13 @@ def test_a_refused_email_is_retried_and_logged(
     handler.refuse = 2
     nid = _park(stack_app, operator, "retry")
     _mail_to(handler, "tia@example.test", nid)
-    log = client.redis.xrange(client.keys.route_log())
-    outcomes = [f["outcome"] for _, f in log if f["notification_id"] == nid]
+
+    def logged() -> list[str] | None:  # the task logs once the server has taken the email
+        log = client.redis.xrange(client.keys.route_log())
+        outcomes = [f["outcome"] for _, f in log if f["notification_id"] == nid]
+        return outcomes if len(outcomes) >= 3 else None
+
+    outcomes = wait_for(logged, "the third delivery's log row", timeout_s=10)
     assert len(outcomes) == 3 and outcomes[-1] == "sent", outcomes
     assert all(o.startswith("failed: SMTPDataError") for o in outcomes[:2])
     assert sum(1 for m in handler.messages if nid in _text(m)) == 1  # sent once

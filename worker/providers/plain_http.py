@@ -72,7 +72,8 @@ class PlainHTTPTransport(httpx2.BaseTransport):
 
     def _send(self, request: httpx2.Request, timeouts: dict[str, float | None]) -> httpx2.Response:
         origin = (request.url.host, request.url.port or 80)
-        message = _head(request) + request.read()
+        payload = request.read()
+        message = _head(request, len(payload)) + payload
         for attempt in range(2):
             conn, reused = self._connection(origin, timeouts.get("connect"))
             try:
@@ -271,11 +272,17 @@ class _Connection:
             yield data
 
 
-def _head(request: httpx2.Request) -> bytes:
-    url = request.url
-    target = url.raw_path or b"/"
+def _head(request: httpx2.Request, length: int) -> bytes:
+    """The request line and headers; the body goes whole, with its length (httpx marks a
+    body it was given as an iterator chunked)."""
+    target = request.url.raw_path or b"/"
     lines = [request.method.encode("ascii") + b" " + target + b" HTTP/1.1"]
-    lines += [name + b": " + value for name, value in request.headers.raw]
+    framing = (b"content-length", b"transfer-encoding")
+    lines += [
+        name + b": " + value for name, value in request.headers.raw if name.lower() not in framing
+    ]
+    if length or request.method not in ("GET", "HEAD"):
+        lines.append(b"Content-Length: %d" % length)
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
