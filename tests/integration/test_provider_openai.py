@@ -107,6 +107,17 @@ def test_plain_text_streams_as_deltas_then_usage_then_finish(server: WireServer)
     assert sent.json()["stream"] is True
     assert sent.json()["stream_options"] == {"include_usage": True}
     assert sent.headers["authorization"] == f"Bearer {SECRET}"
+    assert sent.headers["content-type"] == "application/json"
+    assert sent.headers["user-agent"].startswith("OpenAI/Python")  # the SDK's own headers
+    assert sent.headers["x-stainless-lang"] == "python"
+
+
+def test_over_tls_calls_go_through_the_sdk_and_to_plain_http_straight_to_the_transport() -> None:
+    tls = OpenAIProvider(base_url="https://models.example.test/v1", api_key=SECRET)
+    plain = OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key=SECRET)
+    assert tls._direct is None
+    assert plain._direct is not None
+    assert str(plain._direct._url) == "http://127.0.0.1:9/v1/chat/completions"
 
 
 def test_chunks_a_strict_validator_refuses_are_still_read(server: WireServer) -> None:

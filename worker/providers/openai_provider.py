@@ -97,17 +97,25 @@ class OpenAIProvider:
         config = settings or Settings.model_construct()
         key = api_key if api_key is not None else config.openai_api_key.get_secret_value()
         url = base_url or config.openai_base_url
+        timeout = timeout_s or config.provider_timeout_s
+        clients = _http_clients(url, config.model_connections)
         self._clients = [
             openai.OpenAI(
                 base_url=url,
                 api_key=key or _NO_KEY,
-                timeout=timeout_s or config.provider_timeout_s,
+                timeout=timeout,
                 max_retries=0,
                 http_client=http_client,
             )
-            for http_client in _http_clients(url, config.model_connections)
+            for http_client in clients
         ]
         self._turn = itertools.cycle(self._clients)
+        transport = clients[0]._transport
+        self._direct = (
+            _DirectPost(self._clients[0], transport, timeout)
+            if isinstance(transport, PlainHTTPTransport)
+            else None
+        )
         retries = config.provider_max_retries if max_retries is None else max_retries
         self._policy = RetryPolicy(retries, backoff_s, max_backoff_s, max_retry_after_s)
 
@@ -145,6 +153,8 @@ class OpenAIProvider:
         if "extra_body" in kwargs:
             options["extra_json"] = kwargs["extra_body"]
         try:
+            if self._direct is not None:
+                return self._direct.post({**body, **kwargs.get("extra_body", {})})
             return next(self._turn).post(
                 "/chat/completions",
                 body=body,
@@ -158,6 +168,45 @@ class OpenAIProvider:
         except openai.APIConnectionError as exc:
             error = ProviderError(f"{where}: cannot reach the server: {_cause(exc)}")
             raise failure(error) from exc
+
+
+class _DirectPost:
+    """A streamed call to a plain-http server, sent straight to the transport.
+
+    The SDK's `post` built each request through its options, header and URL layers and
+    httpx's client, about a tenth of a streamed call's CPU in the worker. Here the
+    SDK's client gives what those layers would: its headers (auth, user agent, platform),
+    its URL, and, for a refused call, its own error (`_make_status_error_from_response`);
+    transport failures become its `APITimeoutError` and `APIConnectionError`, as in `post`.
+    """
+
+    def __init__(self, client: openai.OpenAI, transport: PlainHTTPTransport, timeout: float):
+        self._client = client
+        self._transport = transport
+        self._url = client.base_url.join("chat/completions")
+        headers = {**client.default_headers, **client.auth_headers}
+        self._headers = {name: value for name, value in headers.items() if isinstance(value, str)}
+        self._timeout = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+
+    def post(self, body: dict[str, Any]) -> ChunkStream:
+        request = httpx2.Request(
+            "POST",
+            self._url,
+            headers=self._headers,
+            content=json.dumps(body).encode(),
+            extensions={"timeout": self._timeout},
+        )
+        try:
+            response = self._transport.handle_request(request)
+        except httpx2.TimeoutException as exc:
+            raise openai.APITimeoutError(request=request) from exc
+        except httpx2.RequestError as exc:
+            raise openai.APIConnectionError(request=request) from exc
+        response.request = request
+        if response.status_code >= 400:
+            response.read()
+            raise self._client._make_status_error_from_response(response)
+        return ChunkStream(cast_to=dict[str, Any], response=response, client=self._client)
 
 
 def _http_clients(base_url: str, connections: int) -> list[httpx2.Client]:
