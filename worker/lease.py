@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -116,21 +117,31 @@ class _Renewer:
         self._due: list[tuple[float, int, Lease]] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._renewer_pid: int | None = None  # the process whose renewing thread runs
 
     def add(self, lease: Lease) -> None:
         with self._wake:
             self._schedule(lease)
-            if self._thread is None or not self._thread.is_alive():  # also after a fork
-                self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
-                self._thread.start()
-            self._wake.notify()
+            # None yet, it ended, or a forked child (`is_alive` would cost a hub switch under
+            # gevent at every leg); the thread is woken only when this lease is due first.
+            if self._renewer_pid != os.getpid():
+                self._renewer_pid = os.getpid()
+                threading.Thread(target=self._run, name="lease-renewer", daemon=True).start()
+            elif self._due[0][2] is lease:
+                self._wake.notify()
 
     def _schedule(self, lease: Lease) -> None:
         due = time.monotonic() + lease.ttl_ms / 3000
         heapq.heappush(self._due, (due, next(self._order), lease))
 
     def _run(self) -> None:
+        try:
+            self._renew_forever()
+        finally:
+            with self._wake:
+                self._renewer_pid = None
+
+    def _renew_forever(self) -> None:
         while True:
             with self._wake:
                 while not self._due or self._due[0][0] > time.monotonic():

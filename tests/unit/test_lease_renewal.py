@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import redis
 
 from shared.store.keys import KeySpace
-from worker.lease import Lease, _renew_all
+from worker.lease import Lease, _renew_all, _Renewer
 
 
 class _Counting(redis.Connection):
@@ -38,3 +39,21 @@ def test_leases_are_renewed_in_one_pipeline_and_a_replaced_one_is_lost(
     assert leases[3].lost.is_set() and not leases[0].lost.is_set()
     assert all(real_redis.pttl(keys.lease(f"r{n}")) > 20_000 for n in range(20) if n not in (3, 5))
     assert real_redis.pttl(keys.lease("r5")) <= 1_000
+
+
+def test_a_lease_due_before_the_others_wakes_the_renewer_and_later_ones_wait_their_turn(
+    real_redis: redis.Redis, keys: KeySpace
+) -> None:
+    renewer = _Renewer()
+    slow = Lease(real_redis, keys, "slow", "tok-slow", 60_000)  # first renewal in 20 s
+    real_redis.set(keys.lease("slow"), "tok-slow", px=60_000)
+    renewer.add(slow)
+    time.sleep(0.1)  # the thread now waits for the slow lease's turn
+    quick = Lease(real_redis, keys, "quick", "tok-quick", 600)  # renewed every 200 ms
+    real_redis.set(keys.lease("quick"), "tok-quick", px=600)
+    renewer.add(quick)
+    time.sleep(1.5)  # without a renewal it would have lapsed twice over
+    assert real_redis.get(keys.lease("quick")) == "tok-quick"
+    assert real_redis.pttl(keys.lease("slow")) < 60_000  # not renewed before its turn
+    quick.stop()
+    slow.stop()
