@@ -200,6 +200,7 @@ def test_an_error_status_body_is_read_and_the_connection_kept(
         (raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"), "bad chunk size"),
         (raw(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"), "mid-body"),
         (raw(b"HTTP/1.1 200 OK\r\nContent-Le"), "mid-head"),
+        (raw(b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n"), "not a number"),
         (raw(b""), "disconnected without sending a response"),
     ],
 )

@@ -79,6 +79,7 @@ class PlainHTTPTransport(httpx2.BaseTransport):
             try:
                 conn.send(message, timeouts.get("write"))
                 status, reason, headers = conn.read_head(timeouts.get("read"))
+                pieces = _framing(conn, request.method, status, headers)
             except _Stale:
                 conn.close()
                 if reused and attempt == 0:
@@ -89,7 +90,7 @@ class PlainHTTPTransport(httpx2.BaseTransport):
             except BaseException:
                 conn.close()
                 raise
-            body = _Body(self, origin, conn, _framing(conn, request.method, status, headers))
+            body = _Body(self, origin, conn, pieces)
             return httpx2.Response(
                 status,
                 headers=headers,
