@@ -17,7 +17,6 @@ ordered and are written once.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterable
@@ -31,6 +30,7 @@ from shared.store.connection import storage_errors
 from shared.store.emit import EMIT_LUA
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript
+from worker.process_thread import ProcessThread
 
 __all__ = ["DeltaArgs", "DeltaEntry", "DeltaFlusher", "DeltaSource", "TickReply"]
 
@@ -95,27 +95,15 @@ class DeltaFlusher:
         self._channel = keys.live_all()
         self._enrolled: dict[int, DeltaSource] = {}
         self._wake = threading.Condition()
-        self._ticker_pid: int | None = None  # the process whose ticker thread runs
+        self._ticker = ProcessThread("delta-ticker", self._tick_forever, self._wake)
 
     def enrol(self, source: DeltaSource) -> None:
         """`source` has deltas: the next tick (within one window) writes them."""
         with self._wake:
             idle = not self._enrolled
             self._enrolled[id(source)] = source
-            # None yet, it ended, or a forked child: `is_alive` would cost a hub switch under
-            # gevent, at every call's first delta of a window.
-            if self._ticker_pid != os.getpid():
-                self._ticker_pid = os.getpid()
-                threading.Thread(target=self._run, name="delta-ticker", daemon=True).start()
-            elif idle:
+            if not self._ticker.ensure_running() and idle:
                 self._wake.notify()
-
-    def _run(self) -> None:
-        try:
-            self._tick_forever()
-        finally:
-            with self._wake:
-                self._ticker_pid = None
 
     def _tick_forever(self) -> None:
         last = 0.0

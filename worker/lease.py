@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from redis.client import Pipeline
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript
+from worker.process_thread import ProcessThread
 
 __all__ = ["Lease"]
 
@@ -117,29 +117,18 @@ class _Renewer:
         self._due: list[tuple[float, int, Lease]] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
-        self._renewer_pid: int | None = None  # the process whose renewing thread runs
+        self._renewer = ProcessThread("lease-renewer", self._renew_forever, self._wake)
 
     def add(self, lease: Lease) -> None:
         with self._wake:
             self._schedule(lease)
-            # None yet, it ended, or a forked child (`is_alive` would cost a hub switch under
-            # gevent at every leg); the thread is woken only when this lease is due first.
-            if self._renewer_pid != os.getpid():
-                self._renewer_pid = os.getpid()
-                threading.Thread(target=self._run, name="lease-renewer", daemon=True).start()
-            elif self._due[0][2] is lease:
+            # The thread is woken only when this lease is due before every other.
+            if not self._renewer.ensure_running() and self._due[0][2] is lease:
                 self._wake.notify()
 
     def _schedule(self, lease: Lease) -> None:
         due = time.monotonic() + lease.ttl_ms / 3000
         heapq.heappush(self._due, (due, next(self._order), lease))
-
-    def _run(self) -> None:
-        try:
-            self._renew_forever()
-        finally:
-            with self._wake:
-                self._renewer_pid = None
 
     def _renew_forever(self) -> None:
         while True:

@@ -149,12 +149,12 @@ class OpenAIProvider:
         TypedDicts (`maybe_transform`), a no-op for these plain JSON values that cost an
         eighth of a streamed call's CPU in the worker, growing with the history."""
         body = {name: value for name, value in kwargs.items() if name != "extra_body"}
-        options: RequestOptions = {"security": {"bearer_auth": True}}
-        if "extra_body" in kwargs:
-            options["extra_json"] = kwargs["extra_body"]
         try:
             if self._direct is not None:
                 return self._direct.post({**body, **kwargs.get("extra_body", {})})
+            options: RequestOptions = {"security": {"bearer_auth": True}}
+            if "extra_body" in kwargs:
+                options["extra_json"] = kwargs["extra_body"]
             return next(self._turn).post(
                 "/chat/completions",
                 body=body,
