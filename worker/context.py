@@ -82,6 +82,19 @@ def _calls_chars(message: Message) -> int:
 
 
 def estimate_tool_tokens(tools: Sequence[ToolSpec]) -> int:
-    """The estimate of the tools' definitions, which a prompt carries beside its messages."""
-    specs = json.dumps([[t.name, t.description, t.parameters] for t in tools]) if tools else ""
-    return len(specs) // 4
+    """The estimate of the tools' definitions, which a prompt carries beside its messages.
+
+    Kept per process by each tool's name, description and schema object (held by the entry,
+    so its id is not reused): a worker's legs offer the same few sets of tools."""
+    key = tuple((t.name, t.description, id(t.parameters)) for t in tools)
+    found = _TOOL_ESTIMATES.get(key)
+    if found is None:
+        specs = json.dumps([[t.name, t.description, t.parameters] for t in tools]) if tools else ""
+        if len(_TOOL_ESTIMATES) >= _TOOL_ESTIMATES_KEPT:
+            _TOOL_ESTIMATES.clear()
+        found = _TOOL_ESTIMATES[key] = (len(specs) // 4, [t.parameters for t in tools])
+    return found[0]
+
+
+_TOOL_ESTIMATES: dict[tuple[tuple[str, str, int], ...], tuple[int, list[object]]] = {}
+_TOOL_ESTIMATES_KEPT = 256

@@ -16,7 +16,6 @@ from shared.models.notifications import DeliveryEntry, Notification
 from shared.models.steps import Step, UsageMetadata
 from shared.models.webhooks import WebhookEvent
 from shared.store.conversations import allow_field
-from worker.checkpoint import TurnCheckpoint
 from worker.tool_ledger import outcome_record
 from worker.tools import ToolOutcome
 
@@ -43,7 +42,8 @@ class Flush(BaseModel):
     events: list[EventBase] = Field(default_factory=list)
     turn_status: TurnStatus | None = None
     started_at: float | None = None  # when the turn started running
-    checkpoint: TurnCheckpoint | None = None  # where the turn stands, for the next leg
+    # where the turn stands, for the next leg: the JSON of its `TurnCheckpoint`, a snapshot
+    checkpoint: str | None = None
     end: TurnEnd | None = None
     conversation_status: ConversationStatus | None = None  # with its `status` event
     parked_on: str | None = None  # the notification the turn waits on; "" when it goes on
@@ -69,7 +69,7 @@ class Flush(BaseModel):
         if self.started_at is not None:
             fields["started_at"] = repr(self.started_at)
         if self.checkpoint is not None:
-            fields["checkpoint"] = self.checkpoint.model_dump_json()
+            fields["checkpoint"] = self.checkpoint
         if self.end is not None:
             fields |= {"finished_at": repr(self.end.finished_at), "checkpoint": ""}
             if self.end.response is not None:

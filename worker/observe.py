@@ -38,17 +38,17 @@ def _turn_labels(leg: Leg) -> tuple[str, str]:
 
 
 def turn_started(leg: Leg) -> None:
-    series.TURNS_STARTED.labels(*_turn_labels(leg)).inc()
+    series.child(series.TURNS_STARTED, *_turn_labels(leg)).inc()
 
 
 def turn_ended(leg: Leg, status: TurnStatus, *, code: str = "", error: str = "") -> None:
     """The turn's end flush was written: its status and its running time (parked excluded)."""
     tracing.turn_ended(leg, status, error=error)
     agent, model = _turn_labels(leg)
-    series.TURNS_ENDED.labels(agent, model, status.value).inc()
-    series.TURN_DURATION.labels(agent, model, status.value).observe(leg.elapsed_s())
+    series.child(series.TURNS_ENDED, agent, model, status.value).inc()
+    series.child(series.TURN_DURATION, agent, model, status.value).observe(leg.elapsed_s())
     if status is TurnStatus.FAILED:
-        series.TURN_FAILURES.labels(agent, model, code or "error").inc()
+        series.child(series.TURN_FAILURES, agent, model, code or "error").inc()
 
 
 def model_call(
@@ -76,14 +76,14 @@ def model_call(
         answer=answer,
     )
     provider, model = series.PROVIDER(leg.config.provider), series.MODEL(leg.config.model)
-    series.MODEL_CALLS.labels(provider, model, outcome).inc()
-    series.MODEL_CALL_DURATION.labels(provider, model).observe(duration_s)
+    series.child(series.MODEL_CALLS, provider, model, outcome).inc()
+    series.child(series.MODEL_CALL_DURATION, provider, model).observe(duration_s)
     if first_token_s is not None:
-        series.MODEL_FIRST_TOKEN.labels(provider, model).observe(first_token_s)
+        series.child(series.MODEL_FIRST_TOKEN, provider, model).observe(first_token_s)
     if usage is not None:
-        series.MODEL_TOKENS.labels(model, "input").inc(usage.prompt_token_count)
-        series.MODEL_TOKENS.labels(model, "output").inc(usage.candidates_token_count)
-        series.MODEL_COST.labels(model).inc(usage.cost_micros / _MICROS)
+        series.child(series.MODEL_TOKENS, model, "input").inc(usage.prompt_token_count)
+        series.child(series.MODEL_TOKENS, model, "output").inc(usage.candidates_token_count)
+        series.child(series.MODEL_COST, model).inc(usage.cost_micros / _MICROS)
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,8 @@ class ToolCount:
 
 def tool_called(leg: Leg, call: ToolCall, count: ToolCount, result: Any) -> None:
     """A tool call's result was written; a name no registry knows is counted as `unknown`."""
-    series.TOOL_CALLS.labels(
-        series.TOOL(call.name) if count.known else "unknown", count.outcome
+    series.child(
+        series.TOOL_CALLS, series.TOOL(call.name) if count.known else "unknown", count.outcome
     ).inc()
     tracing.tool_call(
         leg,
@@ -117,12 +117,12 @@ def tool_called(leg: Leg, call: ToolCall, count: ToolCount, result: Any) -> None
 
 
 def approval_requested(tool: str | None) -> None:
-    series.APPROVALS_REQUESTED.labels(series.TOOL(tool)).inc()
+    series.child(series.APPROVALS_REQUESTED, series.TOOL(tool)).inc()
 
 
 def approval_decided(tool: str, decision: str, waited_s: float) -> None:
-    series.APPROVAL_WAIT.labels(series.TOOL(tool), decision).observe(max(waited_s, 0.0))
+    series.child(series.APPROVAL_WAIT, series.TOOL(tool), decision).observe(max(waited_s, 0.0))
 
 
 def leg_ended(outcome: str) -> None:
-    series.LEGS.labels(outcome).inc()
+    series.child(series.LEGS, outcome).inc()

@@ -11,7 +11,10 @@ The gauges read from Redis when the web is scraped are in `shared/metrics/state.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from prometheus_client import Counter, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 from shared.metrics.labels import BoundedLabel
 
@@ -39,7 +42,23 @@ __all__ = [
     "TURN_DURATION",
     "TURN_FAILURES",
     "WEBHOOK_DELIVERIES",
+    "child",
 ]
+
+M = TypeVar("M", bound=MetricWrapperBase)
+_CHILDREN: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
+
+
+def child(metric: M, *values: str) -> M:
+    """The metric's series for these label values, as `labels` gives it, kept per process:
+    `labels` checks and converts its values at every call, several times a turn in a worker.
+    Made at first use, as `labels` makes it; values are bounded names (see above)."""
+    key = (metric, values)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = metric.labels(*values)
+    return found  # type: ignore[return-value]
+
 
 # Bounded label values (shared/metrics/labels.py), one per kind of name.
 AGENT = BoundedLabel("agent")

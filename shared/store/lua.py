@@ -192,7 +192,9 @@ class LuaScript:
             return client.eval(self.body, len(keys), *keys, *args)
         finally:
             # labels() at first use, not at import: the run's metric directory is known then
-            series.REDIS_SCRIPT_DURATION.labels(self.name).observe(time.perf_counter() - started)
+            series.child(series.REDIS_SCRIPT_DURATION, self.name).observe(
+                time.perf_counter() - started
+            )
 
 
 @functools.cache
