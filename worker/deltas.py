@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn, Protocol
 
 import redis
 from pydantic import BaseModel
 
+from shared.errors import StorageError
 from shared.settings import Settings
 from shared.store.connection import storage_errors
 from shared.store.emit import EMIT_LUA
@@ -122,42 +123,52 @@ class DeltaFlusher:
             self.tick(sources)
 
     def tick(self, sources: Iterable[DeltaSource]) -> None:
-        """Writes the deltas `sources` hold in one script call, and tells each how it went."""
+        """Writes the deltas `sources` hold in one round trip, and tells each how it went."""
         taken = [(s, e) for s in sources if (e := s.take_for_tick()) is not None]
         if not taken:
             return
         try:
             replies = self._send(taken)
-        except Exception as exc:  # each leg raises it as its own write's failure would
-            for source, _ in taken:
-                source.tick_done(None, exc)
-            return
+        except Exception as exc:  # every leg of the tick hears of it: none waits for nothing
+            replies = [exc] * len(taken)
         for (source, _), reply in zip(taken, replies, strict=True):
-            source.tick_done(
-                TickReply(fenced=reply == "fenced", cancel_requested=reply == "1"), None
-            )
+            if isinstance(reply, Exception):  # the leg raises it as its own write's would
+                source.tick_done(None, reply)
+            else:
+                fenced, cancelled = reply == "fenced", reply == "1"
+                source.tick_done(TickReply(fenced=fenced, cancel_requested=cancelled), None)
 
-    def _send(self, taken: list[tuple[DeltaSource, DeltaEntry]]) -> list[str]:
+    def _send(self, taken: list[tuple[DeltaSource, DeltaEntry]]) -> list[str | Exception]:
         """One script call for every conversation of a shard, all in one round trip (one
-        shard on one Redis; on a cluster a call may touch one slot, so one per shard)."""
+        shard on one Redis; on a cluster a call may touch one slot, so one per shard). Each
+        conversation's reply, or the error of its shard's call."""
         by_shard: dict[int, list[int]] = {}
         for n, (source, _) in enumerate(taken):
             by_shard.setdefault(self._keys.shard_of(source.cid), []).append(n)
         calls = [self._call([taken[n] for n in group]) for group in by_shard.values()]
-        with storage_errors(f"writing the streamed deltas of {len(taken)} conversations"):
-            if len(calls) == 1:
-                answers = [_DELTAS(self.client, *calls[0])]
-            else:
-                with self.client.pipeline(transaction=False) as pipe:
-                    for keys, args in calls:
-                        _DELTAS.queue(pipe, keys, args)
-                    answers = pipe.execute()
+        answers = self._answers(calls, len(taken))
         self.round_trips += 1
-        replies = [""] * len(taken)
+        replies: list[str | Exception] = [""] * len(taken)
         for group, answer in zip(by_shard.values(), answers, strict=True):
-            for n, reply in zip(group, answer, strict=True):
-                replies[n] = str(reply)
+            for position, n in enumerate(group):
+                replies[n] = answer if isinstance(answer, Exception) else str(answer[position])
         return replies
+
+    def _answers(self, calls: list[tuple[list[str], list[str]]], count: int) -> list[Any]:
+        """Each call's answer or error. A cluster's pipeline fails whole when one node does
+        not answer: the calls are then made one by one, so that the other shards' deltas
+        are written and only the legs on the failed node see the error."""
+        action = f"writing the streamed deltas of {count} conversations"
+        if len(calls) == 1:
+            return [_attempt(action, lambda: _DELTAS(self.client, *calls[0]))]
+        try:
+            with storage_errors(action), self.client.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    _DELTAS.queue(pipe, keys, args)
+                answers = pipe.execute(raise_on_error=False)
+            return [_attempt(action, _raise, a) if isinstance(a, Exception) else a for a in answers]
+        except StorageError:
+            return [_attempt(action, lambda c=call: _DELTAS(self.client, *c)) for call in calls]
 
     def _call(self, taken: list[tuple[DeltaSource, DeltaEntry]]) -> tuple[list[str], list[str]]:
         keys: list[str] = []
@@ -171,3 +182,16 @@ class DeltaFlusher:
             entries=[entry for _, entry in taken],
         )
         return keys, [args.model_dump_json()]
+
+
+def _attempt(action: str, call: Callable[..., Any], *args: Any) -> Any:
+    """`call`'s answer, or the StorageError a failed write raises, as a value."""
+    try:
+        with storage_errors(action):
+            return call(*args)
+    except StorageError as exc:
+        return exc
+
+
+def _raise(error: Exception) -> NoReturn:
+    raise error

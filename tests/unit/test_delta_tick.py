@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
+from shared.errors import StorageError
 from shared.models.events import EVENT, StepEvent
 from shared.settings import Settings
-from shared.store.keys import KeySpace
+from shared.store.keys import KeySpace, shard_tag
 from worker.deltas import DeltaFlusher
 from worker.providers.base import FinishEvent, ProviderEvent, TextDelta
 from worker.streaming import StepStreamer
@@ -102,3 +105,51 @@ def test_concurrent_streams_are_written_in_order_once_each_within_ticks(
     # 20 streams of 40 deltas: one round trip per window for all of them, not one per delta
     assert flusher.round_trips <= elapsed / 0.020 + 2
     assert flusher.round_trips < 20 * 40 / 4
+
+
+class _OneShardDown(redis.Redis):
+    """A Redis whose shard `down` does not answer, as a cluster's node that failed: a pipeline
+    touching it fails whole (as redis-py's cluster pipeline does), a call touching it fails."""
+
+    down_tag = ""
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: str) -> Any:  # type: ignore[override]
+        if any(self.down_tag in str(key) for key in keys_and_args[:numkeys]):
+            raise redis.ConnectionError("Connection refused (node of the failed shard)")
+        return super().evalsha(sha, numkeys, *keys_and_args)
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+        pipe = super().pipeline(transaction, shard_hint)
+
+        def execute(raise_on_error: bool = True) -> list[Any]:
+            raise redis.ConnectionError("Connection refused (one node of the pipeline)")
+
+        pipe.execute = execute  # type: ignore[method-assign]
+        return pipe
+
+
+def test_a_shard_that_fails_fails_only_its_own_conversations(
+    redis_server: Any, settings: Settings
+) -> None:
+    keys = KeySpace(prefix=f"t{uuid.uuid4().hex[:8]}", shards=3)
+    client = _OneShardDown.from_url(redis_server.url, decode_responses=True)
+    cids = [f"c{n}" for n in range(12)]
+    down = keys.shard_of(cids[0])
+    client.down_tag = "{" + shard_tag(down, 3) + "}"
+    assert {keys.shard_of(cid) for cid in cids} == {0, 1, 2}
+    flusher = DeltaFlusher(client, keys, settings)
+    streamers = [streamer_for(client, keys, settings, flusher, cid) for cid in cids]
+    for streamer in streamers:
+        streamer._buffer(TextDelta(text=f"hello {streamer.cid}"))
+    flusher.tick(streamers)
+    for streamer in streamers:
+        failed = keys.shard_of(streamer.cid) == down
+        assert deltas_in_stream(client, keys, streamer.cid) == (
+            [] if failed else [f"hello {streamer.cid}"]
+        )
+        if failed:
+            with pytest.raises(StorageError, match=r"streamed deltas.*ConnectionError"):
+                streamer.run(iter([]))
+        else:
+            assert streamer.run(iter([])).content == f"hello {streamer.cid}"
+    client.close()
