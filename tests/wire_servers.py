@@ -64,6 +64,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     received_at: float  # time.monotonic()
+    client_port: int = 0  # the connection it came on: the same for a kept-alive one
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -187,6 +188,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers={name.lower(): value for name, value in self.headers.items()},
             body=self.rfile.read(length),
             received_at=time.monotonic(),
+            client_port=self.client_address[1],
         )
         reply = self.server.wire._receive(request)
         try:

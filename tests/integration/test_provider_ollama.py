@@ -35,6 +35,7 @@ from worker.providers.base import (
     UsageEvent,
 )
 from worker.providers.ollama import REQUIRED_TOOL_NUDGE, OllamaProvider
+from worker.providers.plain_http import PlainHTTPTransport
 
 MODEL = "qwen3:0.6b"
 WEATHER = ToolSpec(
@@ -103,6 +104,28 @@ def test_plain_text_streams_as_deltas_then_usage_then_finish(server: WireServer)
     assert sent.json()["model"] == MODEL
     assert sent.json()["stream"] is True
     assert sent.json()["think"] is True
+
+
+def test_calls_to_plain_http_go_through_the_lean_transport_and_reuse_its_connection(
+    server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[str] = []
+    handle = PlainHTTPTransport.handle_request
+
+    def spy(transport: PlainHTTPTransport, request: Any) -> Any:
+        sent.append(str(request.url))
+        return handle(transport, request)
+
+    monkeypatch.setattr(PlainHTTPTransport, "handle_request", spy)
+    server.script(text_reply("one"), text_reply("two"))
+    provider = provider_for(server)
+
+    first, second = run(provider), run(provider)
+
+    assert first[0] == TextDelta("one") and second[0] == TextDelta("two")
+    assert sent == [f"{server.url}/api/chat"] * 2
+    # the second call came on the first's connection, kept alive
+    assert server.requests[0].client_port == server.requests[1].client_port
 
 
 def test_lines_split_across_reads_are_reassembled(server: WireServer) -> None:

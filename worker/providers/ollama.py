@@ -1,4 +1,8 @@
-"""The Ollama provider: the native ``/api/chat`` streaming protocol (NDJSON) over httpx.
+"""The Ollama provider: the native ``/api/chat`` streaming protocol (NDJSON) over httpx2.
+
+A plain-http server with no proxy (Ollama's usual place, on the machine or beside it) is
+reached through `PlainHTTPTransport`, as the openai provider reaches one: a thousand streamed
+calls in a worker read each line without httpcore's layers. TLS and proxies keep httpx2's own.
 
 Conventions beyond the wire format:
 
@@ -31,7 +35,7 @@ import json
 from collections.abc import Generator, Iterator
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 
 from shared.errors import ProviderError, RateLimited
 from shared.models.config import ToolSelection
@@ -54,6 +58,7 @@ from worker.providers.openai_provider import (
     function_tool,
     parse_arguments,
 )
+from worker.providers.plain_http import PlainHTTPTransport, uses_plain_http
 from worker.providers.retry import RetryPolicy, failure, retry_after_s, stream_with_retries
 
 __all__ = ["REQUIRED_TOOL_NUDGE", "OllamaProvider"]
@@ -83,11 +88,13 @@ class OllamaProvider:
     ) -> None:
         config = settings or Settings.model_construct()
         connections = config.model_connections
+        url = base_url or config.ollama_base_url
         self._client = httpx.Client(
-            base_url=base_url or config.ollama_base_url,
+            base_url=url,
             timeout=timeout_s or config.provider_timeout_s,
             # calls beyond the bound wait for a connection (back-pressure), up to the timeout
             limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            transport=PlainHTTPTransport(connections) if uses_plain_http(url) else None,
         )
         retries = config.provider_max_retries if max_retries is None else max_retries
         self._policy = RetryPolicy(retries, backoff_s, max_backoff_s, max_retry_after_s)
