@@ -384,7 +384,8 @@ def test_a_long_conversation_keeps_within_the_real_models_context(
 ) -> None:
     """Turn after turn at the server's 1,024-token context (it reports no usage, so the sizes
     are Signoff's estimates): the context is compacted before it fills the window, and no turn
-    fails, where without compaction the prompts would outgrow it within about 14 turns."""
+    fails, where without compaction the prompts would outgrow it within about 14 turns. Three
+    turns after the first compaction show the conversation goes on from its summary."""
     wire, forward = turn_relay
     wire.script(*[forward] * 60)
     conversation = client.new_conversation(
@@ -395,11 +396,17 @@ def test_a_long_conversation_keeps_within_the_real_models_context(
         model_settings={"max_output_tokens": 24, "temperature": 0, "seed": 1},
     )
     question = "name a colour, an animal and a number, and say which of the three you like best"
+    after_compaction = 0
     for n in range(20):
         turn_id = conversation.send(f"Question {n}: {question}, and why, in one short line.")
         try:
             conversation.wait_for_turn(turn_id, timeout=120)
         except TurnFailed as exc:
             pytest.fail(f"turn {n} failed: {exc}; server statuses {forward.statuses[-3:]}")
+        if conversation.compaction_indices:
+            after_compaction += 1
+            if after_compaction == 4:  # the compacting turn and three after it
+                break
     assert conversation.compaction_indices, "the context was never compacted"
+    assert after_compaction == 4, f"only {after_compaction - 1} turns ran after the compaction"
     assert set(forward.statuses) == {200}
