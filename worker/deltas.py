@@ -124,7 +124,15 @@ class DeltaFlusher:
 
     def tick(self, sources: Iterable[DeltaSource]) -> None:
         """Writes the deltas `sources` hold in one round trip, and tells each how it went."""
-        taken = [(s, e) for s in sources if (e := s.take_for_tick()) is not None]
+        taken = []
+        for source in sources:
+            try:
+                entry = source.take_for_tick()
+            except Exception as exc:  # its leg hears of it; the others' deltas still go
+                source.tick_done(None, exc)
+                continue
+            if entry is not None:
+                taken.append((source, entry))
         if not taken:
             return
         try:

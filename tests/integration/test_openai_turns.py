@@ -76,6 +76,17 @@ def test_structured_output_still_invalid_after_the_repair_fails(
     assert conversation.history[-1].status is StepStatus.ERROR
 
 
+def test_a_lone_surrogate_in_the_stream_is_replaced_and_the_turn_completes(
+    client: Client, model_server: WireServer
+) -> None:
+    # JSON may escape half of a surrogate pair ("\\ud800"): no UTF-8 write takes it
+    model_server.script(answer("broken \ud800 pair"))
+    conversation = client.new_conversation(provider="openai", model="exact-model")
+    response = conversation.chat_to_completion("say something")
+    assert response.text == "broken \ufffd pair"
+    assert conversation.last_response == "broken \ufffd pair"
+
+
 def test_thinking_parallel_tool_calls_and_usage(client: Client, model_server: WireServer) -> None:
     calls = sse(
         chat_chunk(role="assistant", reasoning_content="Two sums at once."),

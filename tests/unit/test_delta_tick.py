@@ -14,9 +14,10 @@ import redis
 from shared.errors import StorageError
 from shared.models.events import EVENT, StepEvent
 from shared.settings import Settings
+from shared.store.emit import encode_event
 from shared.store.keys import KeySpace, shard_tag
 from worker.deltas import DeltaFlusher
-from worker.providers.base import FinishEvent, ProviderEvent, TextDelta
+from worker.providers.base import FinishEvent, ProviderEvent, TextDelta, ThinkingDelta
 from worker.streaming import StepStreamer
 from worker.writer import LeaseLost, Writer
 
@@ -153,3 +154,43 @@ def test_a_shard_that_fails_fails_only_its_own_conversations(
         else:
             assert streamer.run(iter([])).content == f"hello {streamer.cid}"
     client.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "thinking"),
+    [
+        ("hello", ""),
+        ("", "let me think"),
+        ('a "quoted" \\ back\\slash', "tab\there\nnewline\r\x00\x01\x1f\x7f"),
+        ("héllo wörld ✓ 😀 \u2028\u2029 \ue000", "日本語"),
+        ("</script><b>x</b>", "{}[]:,"),
+    ],
+)
+def test_a_ticks_delta_is_the_event_pydantic_writes(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings, text: str, thinking: str
+) -> None:
+    flusher = DeltaFlusher(real_redis, keys, settings)
+    streamer = streamer_for(real_redis, keys, settings, flusher, "c1")
+    for _ in range(2):  # the second take fills the template the first made
+        streamer._buffer(TextDelta(text=text))
+        streamer._buffer(ThinkingDelta(text=thinking))
+        expected = encode_event(streamer._partial_event(thinking, text))
+        entry = streamer.take_for_tick()
+        assert entry is not None
+        assert entry.events == [expected]
+        streamer.tick_done(None, None)
+
+
+def test_a_lone_surrogate_from_the_model_is_replaced_and_fails_no_other_stream(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    flusher = DeltaFlusher(real_redis, keys, settings)
+    hostile = streamer_for(real_redis, keys, settings, flusher, "c1")
+    other = streamer_for(real_redis, keys, settings, flusher, "c2")
+    hostile._buffer(TextDelta(text="bad \ud800 text"))  # as json.loads reads "\ud800"
+    other._buffer(TextDelta(text="fine"))
+    flusher.tick([hostile, other])
+    assert deltas_in_stream(real_redis, keys, "c1") == ["bad \ufffd text"]
+    assert deltas_in_stream(real_redis, keys, "c2") == ["fine"]
+    assert hostile.run(iter([])).content == "bad \ufffd text"
+    assert other.run(iter([])).content == "fine"
