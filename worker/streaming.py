@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from shared.models.events import StepEvent
 from shared.models.steps import Step, ToolCall, UsageMetadata
@@ -103,7 +104,7 @@ class StepStreamer:
         if isinstance(event, ThinkingDelta | TextDelta):
             self._buffer(event)
         elif isinstance(event, ToolCallEvent):
-            self.output.tool_calls.append(event.call)
+            self.output.tool_calls.append(_writable_call(event.call))
         elif isinstance(event, UsageEvent):
             self.output.usage = (self.output.usage or UsageMetadata()) + event.usage
         elif isinstance(event, FinishEvent):
@@ -212,6 +213,22 @@ def _writable(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+def _writable_call(call: ToolCall) -> ToolCall:
+    """The call with `_writable` strings throughout its id, name and arguments."""
+    cleaned = _writable_value(call.model_dump())
+    return call if cleaned == call.model_dump() else ToolCall.model_validate(cleaned)
+
+
+def _writable_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return _writable(value)
+    if isinstance(value, dict):
+        return {_writable(str(k)): _writable_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_writable_value(item) for item in value]
+    return value
 
 
 def _string(text: str) -> str:

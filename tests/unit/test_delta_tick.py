@@ -13,11 +13,18 @@ import redis
 
 from shared.errors import StorageError
 from shared.models.events import EVENT, StepEvent
+from shared.models.steps import ToolCall
 from shared.settings import Settings
 from shared.store.emit import encode_event
 from shared.store.keys import KeySpace, shard_tag
 from worker.deltas import DeltaFlusher
-from worker.providers.base import FinishEvent, ProviderEvent, TextDelta, ThinkingDelta
+from worker.providers.base import (
+    FinishEvent,
+    ProviderEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+)
 from worker.streaming import StepStreamer
 from worker.writer import LeaseLost, Writer
 
@@ -194,3 +201,17 @@ def test_a_lone_surrogate_from_the_model_is_replaced_and_fails_no_other_stream(
     assert deltas_in_stream(real_redis, keys, "c2") == ["fine"]
     assert hostile.run(iter([])).content == "bad \ufffd text"
     assert other.run(iter([])).content == "fine"
+
+
+def test_a_tool_call_with_lone_surrogates_is_kept_writable(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    flusher = DeltaFlusher(real_redis, keys, settings)
+    streamer = streamer_for(real_redis, keys, settings, flusher, "c1")
+    hostile = ToolCall(id="call_1", name="calc", args={"note\ud800": ["x\udc00", 2, {"k": "ok"}]})
+    fine = ToolCall(id="call_2", name="calc", args={"expression": "6*7"})
+    output = streamer.run(iter([ToolCallEvent(hostile), ToolCallEvent(fine)]))
+    assert output.tool_calls[0].args == {"note\ufffd": ["x\ufffd", 2, {"k": "ok"}]}
+    assert output.tool_calls[0].id == "call_1" and output.tool_calls[0].name == "calc"
+    assert output.tool_calls[1] is fine
+    assert all(call.model_dump_json() for call in output.tool_calls)  # the flush can write them
