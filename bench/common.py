@@ -114,6 +114,16 @@ def machine() -> str:
     return f"{platform.machine()}, Python {platform.python_version()}, {platform.system()}"
 
 
+def reference_cpu_s() -> float:
+    """CPU seconds this process takes for a fixed pure-Python loop (10 million additions): how
+    fast the shared machine runs just then, so that absolute figures (CPU per turn, turns per
+    second) of runs made in faster and slower spells can be told apart."""
+    started, total = time.process_time(), 0
+    for n in range(10_000_000):
+        total += n
+    return time.process_time() - started
+
+
 def write_section(name: str, body: str) -> None:
     """Replaces the section between this benchmark's markers (adding it if new)."""
     begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"

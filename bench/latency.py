@@ -29,6 +29,7 @@ import redis
 from bench.common import (
     machine,
     percentile,
+    reference_cpu_s,
     start_process,
     start_worker,
     stop_process,
@@ -162,8 +163,12 @@ def _count_at(rows: list[tuple[float, int, int]], at: float) -> tuple[int, int]:
 
 
 def run() -> list[dict[str, float]]:
-    results = [_run_shape(shape) for shape in SHAPES]
-    _report(results)
+    references = [reference_cpu_s()]
+    results = []
+    for shape in SHAPES:
+        results.append(_run_shape(shape))
+        references.append(reference_cpu_s())
+    _report(results, references)
     return results
 
 
@@ -317,7 +322,7 @@ def _arrive(cids: list[str], pending: queue.Queue[str], over_s: float) -> None:
         pending.put(cid)
 
 
-def _report(results: list[dict[str, float]]) -> None:
+def _report(results: list[dict[str, float]], references: list[float]) -> None:
     rows = "\n".join(_row(r) for r in results)
     write_section(
         "latency",
@@ -337,6 +342,9 @@ token to the reader receiving its first delta (one clock). Turns per second are 
 Memory per turn in flight is (peak - idle RSS of the worker) ÷ the stand-in's peak of open calls.
 Machine: {machine()}, 2 CPUs shared by the worker, Redis, the stand-in, the proxy, the bench's
 reader and senders, and other people's work (load average {os.getloadavg()[0]:.1f} at the end).
+The machine's speed over the run: a fixed pure-Python loop (`bench.common.reference_cpu_s`, 10
+million additions) took {", ".join(f"{r:.2f}" for r in references)} s of CPU before, between and
+after the models; the same code measures more CPU per turn, and fewer turns, in a slower spell.
 
 | model | calls in flight (peak; target >= 1,000) | turns/s of ideal (target >= 0.8) | TTFT after the stand-in p50 / p99 (target p99 < 50 ms) | worker's round trips/s: all / delta ticks (target ticks <= 100) | worker CPU per turn | memory per turn in flight (target < 200 KB) |
 |---|---|---|---|---|---|---|
