@@ -18,7 +18,7 @@ import redis
 from redis.crc import key_slot
 
 from shared.client import Client
-from shared.errors import TurnFailed
+from shared.errors import StorageError, TurnFailed
 from shared.local.embedded_cluster import RedisClusterNodes
 from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.budgets import BudgetKind, BudgetSpec
@@ -30,9 +30,12 @@ from shared.settings import Settings
 from shared.store.keys import KeySpace
 from shared.store.policy import PolicyRule, PolicyStore
 from tests.stack import BeatProcess, WorkerProcess, effect_prompt, parked, run_cli
+from tests.unit.test_delta_tick import deltas_in_stream, streamer_for
 from tests.web.test_sse import SseReader
 from webui import create_app
 from webui.services import Services
+from worker.deltas import DeltaFlusher
+from worker.providers.base import TextDelta
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -352,3 +355,33 @@ def test_turns_in_flight_finish_after_the_cluster_was_down(
         finally:
             beat.stop()
             worker.stop()
+
+
+def test_a_lost_node_fails_only_the_delta_ticks_of_its_own_shards(broker: EmbeddedRedis) -> None:
+    """A primary crashes while conversations stream: one tick still writes the deltas of
+    the shards on the nodes that answer, and only the legs of the lost node's see the error
+    (redis-py's cluster pipeline fails whole when one node does not answer)."""
+    with RedisClusterNodes(3) as nodes:
+        client = nodes.client()
+        keys = KeySpace(prefix=f"tick{uuid.uuid4().hex[:6]}", shards=3)
+        settings = Settings(
+            redis_url=nodes.url, redis_cluster=True, broker_url=broker.url, key_prefix=keys.prefix
+        )
+        flusher = DeltaFlusher(client, keys, settings)
+        cids = [f"c{n}" for n in range(12)]
+        streamers = [streamer_for(client, keys, settings, flusher, cid) for cid in cids]
+        on_node = {cid: node_of(nodes, keys.conversation(cid)) for cid in cids}
+        assert set(on_node.values()) == {0, 1, 2}
+        lost = on_node[cids[0]]
+        nodes.kill_node(lost)
+        for streamer in streamers:
+            streamer._buffer(TextDelta(text=f"hello {streamer.cid}"))
+        flusher.tick(streamers)
+        for streamer in streamers:
+            if on_node[streamer.cid] == lost:
+                with pytest.raises(StorageError, match="streamed deltas"):
+                    streamer.run(iter([]))
+            else:
+                assert deltas_in_stream(client, keys, streamer.cid) == [f"hello {streamer.cid}"]
+                assert streamer.run(iter([])).content == f"hello {streamer.cid}"
+        client.close()
