@@ -217,8 +217,9 @@ def _writable(text: str) -> str:
 
 def _writable_call(call: ToolCall) -> ToolCall:
     """The call with `_writable` strings throughout its id, name and arguments."""
-    cleaned = _writable_value(call.model_dump())
-    return call if cleaned == call.model_dump() else ToolCall.model_validate(cleaned)
+    dumped = call.model_dump()
+    cleaned = _writable_value(dumped)
+    return call if cleaned == dumped else ToolCall.model_validate(cleaned)
 
 
 def _writable_value(value: Any) -> Any:

@@ -35,7 +35,7 @@ import json
 from collections.abc import Generator, Iterator
 from typing import Any
 
-import httpx2 as httpx
+import httpx2
 
 from shared.errors import ProviderError, RateLimited
 from shared.models.config import ToolSelection
@@ -89,11 +89,13 @@ class OllamaProvider:
         config = settings or Settings.model_construct()
         connections = config.model_connections
         url = base_url or config.ollama_base_url
-        self._client = httpx.Client(
+        self._client = httpx2.Client(
             base_url=url,
             timeout=timeout_s or config.provider_timeout_s,
             # calls beyond the bound wait for a connection (back-pressure), up to the timeout
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            limits=httpx2.Limits(
+                max_connections=connections, max_keepalive_connections=connections
+            ),
             transport=PlainHTTPTransport(connections) if uses_plain_http(url) else None,
         )
         retries = config.provider_max_retries if max_retries is None else max_retries
@@ -114,7 +116,7 @@ class OllamaProvider:
         where = f"ollama model {request.model!r}"
         response = self._send(body, where)
         try:
-            if response.status_code == httpx.codes.OK:
+            if response.status_code == httpx2.codes.OK:
                 yield from _read(response, where)
                 return
             error = _status_error(response, where)
@@ -134,11 +136,11 @@ class OllamaProvider:
             return bool(request.options["think"])
         return None if request.model in self._cannot_think else self._think
 
-    def _send(self, body: dict[str, Any], where: str) -> httpx.Response:
+    def _send(self, body: dict[str, Any], where: str) -> httpx2.Response:
         try:
             request = self._client.build_request("POST", _CHAT_PATH, json=body)
             return self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             message = f"{where}: cannot reach the server: {type(exc).__name__}: {exc}"
             raise failure(ProviderError(message)) from exc
 
@@ -226,13 +228,13 @@ def _b64(data: bytes) -> str:
 # Stream reading
 
 
-def _read(response: httpx.Response, where: str) -> Iterator[ProviderEvent]:
+def _read(response: httpx2.Response, where: str) -> Iterator[ProviderEvent]:
     reader = _LineReader(where)
     try:
         for line in response.iter_lines():
             if line.strip():
                 yield from reader.feed(_parse(line, where))
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         message = f"{where}: the stream ended early: {type(exc).__name__}: {exc}"
         raise failure(ProviderError(message)) from exc
     if not reader.done:
@@ -299,16 +301,16 @@ def _arguments(function: dict[str, Any]) -> dict[str, Any]:
 # Error mapping
 
 
-def _status_error(response: httpx.Response, where: str) -> ProviderError:
+def _status_error(response: httpx2.Response, where: str) -> ProviderError:
     status = response.status_code
     message = f"{where}: HTTP {status}: {_detail(response)}"
     return RateLimited(message, http_code=429) if status == 429 else ProviderError(message, status)
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(response: httpx2.Response) -> str:
     try:
         text = response.read().decode("utf-8", errors="replace")
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         return f"(body unreadable: {type(exc).__name__})"
     try:
         body = json.loads(text)
@@ -319,5 +321,5 @@ def _detail(response: httpx.Response) -> str:
 
 
 def _refuses_thinking(error: ProviderError) -> bool:
-    bad_request = error.http_code == httpx.codes.BAD_REQUEST
+    bad_request = error.http_code == httpx2.codes.BAD_REQUEST
     return bad_request and "does not support thinking" in error.message
