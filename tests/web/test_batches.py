@@ -196,7 +196,13 @@ def test_batch_page_shows_approvals_and_cancels(
         {"id": f"i{n}", "prompt": f'call calculator {{"expression": "{n}+1"}}'} for n in range(3)
     ]
     bid = submit_batch(http, roles[Role.SUBMITTER], items, config=ASK)["batch"]["id"]
-    batch_when(http, roles[Role.VIEWER], bid, lambda d: d["pending_approvals"] == 3)
+    # the batch's counts follow each park (on a cluster, in a step of their own): both caught up
+    batch_when(
+        http,
+        roles[Role.VIEWER],
+        bid,
+        lambda d: d["pending_approvals"] == 3 and d["counts"]["waiting"] == 3,
+    )
     page = http.get(f"/batches/{bid}").text
     assert 'class="batch-progress" value="0" max="3"' in page
     assert '<td data-state="waiting">3</td>' in page
