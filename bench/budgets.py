@@ -56,8 +56,11 @@ def _call_overhead(url: str) -> dict[str, list[float]]:
         *(budgets.limit_key(BudgetKind(s), names[s]) for s in SCOPES),
         *(budgets.spend_key(BudgetKind(s), names[s], day) for s in SCOPES),
         keys.rate_pause("scripted"),
+        keys.lease("c1"),
     ]
-    args = ["scripted/signoff-demo", 120, 256, '["conversation","batch","agent","owner"]', 86400]
+    client.set(keys.lease("c1"), "7")  # a leg's lease, checked as the worker's call checks it
+    active = '["conversation","batch","agent","owner"]'
+    args = ["scripted/signoff-demo", 120, 256, active, 86400, "", "7"]
     found: dict[str, list[float]] = {"price": [], "reserve": []}
     warm = RESERVE_SCRIPT(client, script_keys, args)  # the script is cached: EVALSHA
     assert warm[0] == 1

@@ -3,7 +3,8 @@
 `reserve` runs one script (`lua/reserve.lua`) that also reads the model's price and the
 provider's pause after a 429, so a call under budgets costs no more round trips than one
 without: the price's HGET is this script, and the settlement rides on the flush that records
-the call (`Writer.settle`).
+the call (`Writer.settle`). The flush before the call (the turn's start, a tool's result)
+rides on the reservation (`Writer.carrying`), which checks the lease as the flush does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from shared.store.lua import LuaScript
 from worker.context import estimate_tokens
 from worker.leg import Leg
 from worker.providers.base import ModelRequest
+from worker.writer import LeaseLost
 
 __all__ = ["RESERVE_SCRIPT", "SCOPES", "BudgetRefused", "Reservation", "reserve", "settlement"]
 
@@ -27,8 +29,22 @@ SCOPES = ("conversation", "batch", "agent", "owner")
 RESERVE_SCRIPT = LuaScript(
     "worker",
     "reserve.lua",
-    keys=["prices", *(f"limit.{s}" for s in SCOPES), *(f"spend.{s}" for s in SCOPES), "pause"],
-    args=["price_field", "prompt_tokens", "max_output", "active", "day_ttl_s", "price_given"],
+    keys=[
+        "prices",
+        *(f"limit.{s}" for s in SCOPES),
+        *(f"spend.{s}" for s in SCOPES),
+        "pause",
+        "lease",
+    ],
+    args=[
+        "price_field",
+        "prompt_tokens",
+        "max_output",
+        "active",
+        "day_ttl_s",
+        "price_given",
+        "token",
+    ],
 )
 _DAY_TTL_S = 3 * 86_400
 _UNITS = {"tokens": "tokens", "micros": "cost", "unpriced": "cost"}
@@ -71,11 +87,15 @@ def reserve(leg: Leg, request: ModelRequest) -> Reservation:
     shard = store.keys.shard_of(leg.cid)
     pause = store.keys.rate_pause_copy(config.provider, shard)
     args = [f"{config.provider}/{request.model}", estimate_tokens(request.messages), cap]
+    lease = store.keys.lease(leg.cid)
     if store.keys.shards == 1:
-        keys = [store.keys.prices_copy(shard), *limits, *spends, pause]
-        reply = RESERVE_SCRIPT(leg.prices.client, keys, [*args, json.dumps(active), _DAY_TTL_S, ""])
+        keys = [store.keys.prices_copy(shard), *limits, *spends, pause, lease]
+        argv = [*args, json.dumps(active), _DAY_TTL_S, "", leg.writer.token]
+        reply = leg.writer.carrying(RESERVE_SCRIPT, keys, argv)
     else:
         reply = _reserve_by_slot(leg, store, limits, spends, active, args, pause)
+    if reply[0] == "fenced":
+        raise LeaseLost(f"lease of conversation {leg.cid} was taken over; leg stopped")
     if not reply[0]:
         raise BudgetRefused(_refusal(names, *reply[1:]))
     price = None if not reply[1] else Price.model_validate_json(reply[1])
@@ -98,19 +118,26 @@ def _reserve_by_slot(
     leaves a reservation that its day's key expires with (a batch's stays)."""
     shard = store.keys.shard_of(leg.cid)
     conversation = limits[0]
-    first = RESERVE_SCRIPT(
-        leg.prices.client,
-        [store.keys.prices_copy(shard), *[conversation] * 4, spends[0], *[conversation] * 3, pause],
-        [*args, json.dumps(["conversation"]), _DAY_TTL_S, ""],
+    first = leg.writer.carrying(
+        RESERVE_SCRIPT,
+        [
+            store.keys.prices_copy(shard),
+            *[conversation] * 4,
+            spends[0],
+            *[conversation] * 3,
+            pause,
+            store.keys.lease(leg.cid),
+        ],
+        [*args, json.dumps(["conversation"]), _DAY_TTL_S, "", leg.writer.token],
     )
-    if not first[0]:
+    if first[0] == "fenced" or not first[0]:
         return list(first)
     price, taken = first[1] or "none", [spends[0]]
     for scope in active[1:]:
         n = SCOPES.index(scope)
-        keys = [limits[n], *_one_scope(limits[n], spends[n]), limits[n]]
+        keys = [limits[n], *_one_scope(limits[n], spends[n]), limits[n], limits[n]]
         reply = RESERVE_SCRIPT(
-            leg.prices.client, keys, [*args, json.dumps([scope]), _DAY_TTL_S, price]
+            leg.prices.client, keys, [*args, json.dumps([scope]), _DAY_TTL_S, price, ""]
         )
         if not reply[0]:
             _give_back(leg, taken, int(first[2]), int(first[3]))

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from pydantic import BaseModel, Field
 
 from shared.models.steps import ToolCall, UsageMetadata
+from shared.models.value_enum import ValueEnum
 
 __all__ = ["Phase", "TurnCheckpoint", "TurnTrace"]
 
 
-class Phase(str, Enum):
+class Phase(ValueEnum):
     START = "start"
     COMMAND = "command"
     CALL_MODEL = "call_model"

@@ -21,12 +21,13 @@ from collections.abc import Callable
 import redis
 from redis.client import Pipeline
 
+from shared.errors import Conflict
 from shared.store.connection import storage_errors
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript
 from worker.process_thread import ProcessThread
 
-__all__ = ["Lease"]
+__all__ = ["Lease", "LeaseLost"]
 
 _RENEW = LuaScript("worker", "lease_renew.lua", keys=["lease"], args=["token", "ttl_ms"])
 _RELEASE = LuaScript(
@@ -35,6 +36,10 @@ _RELEASE = LuaScript(
     keys=["lease", "conversation", "inbox"],
     args=["token", "note_prefix", "cid"],
 )
+
+
+class LeaseLost(Conflict):
+    """Raised when another worker took over the conversation; this leg must stop writing."""
 
 
 class Lease:

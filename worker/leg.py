@@ -86,7 +86,8 @@ class Leg:
         """The context window: read once per leg, then extended with what this leg wrote."""
         if self._window is None:
             self._window = self.history.context_window(self.checkpoint.turn_start)
-            self._window_base = len(self.writer.written)
+            # a held flush's steps are not in Redis yet: they follow the window read
+            self._window_base = len(self.writer.written) - self.writer.unsent_steps
         return [*self._window, *self.writer.written[self._window_base :]]
 
     def history_was_empty(self) -> None:

@@ -202,6 +202,7 @@ class Runtime:
             tracing.ensure(leg)
             with log_context(turn_id=leg.turn_id, trace_id=tracing.trace_id(leg)):
                 result = TurnMachine(leg, registry, self.providers, self.limiter).run()
+                leg.writer.send_held()  # each way out writes last, so this is never needed
             if result is not LegOutcome.FINISHED:
                 return result.value, False
             if leg.writer.released:  # the turn's end found nothing queued and let go
@@ -284,7 +285,12 @@ class Runtime:
             writer=writer,
             history=self.stores.history(cid, max_history_size=limit),
             tool_calls=ToolLedger(
-                self.client, self.keys, cid, ReplicaWait.of(self.settings), by=lease.token
+                self.client,
+                self.keys,
+                cid,
+                ReplicaWait.of(self.settings),
+                by=lease.token,
+                carrier=writer,
             ),
             notifications=self.notifications,
             batches=self.batches,

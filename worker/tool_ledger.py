@@ -1,6 +1,7 @@
 """The outcomes of a conversation's tool calls, by call id: each call runs at most once.
 
-Before a tool runs, its call id is claimed (`HSETNX`, state `started`); its outcome
+Before a tool runs, its call id is claimed (`HSETNX`, state `started`, in a script that checks
+the leg's lease and carries the flush its writer holds); its outcome
 is recorded under the id by the flush that writes its result step
 (`Flush.tool_results`). A call that stopped to ask a person (`InputNeeded`) is held
 (state `input`, with its state) and claimed again, once, when it resumes. A claimed
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
@@ -29,19 +30,33 @@ from shared.models.steps import ToolCall
 from shared.store.connection import ReplicaWait, connection_lost, storage_errors
 from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript
+from worker.lease import LeaseLost
 from worker.tools import ToolOutcome
 
-__all__ = ["ToolLedger", "outcome_record"]
+__all__ = ["Carrier", "ToolLedger", "outcome_record"]
 
 log = logging.getLogger(__name__)
 
 _STARTED = json.dumps({"state": "started"})
+_CLAIM = LuaScript(
+    "worker", "tool_claim.lua", keys=["tool_results", "lease"], args=["call_id", "record", "token"]
+)
 _SETTLE = LuaScript(
     "worker", "tool_settle.lua", keys=["tool_results"], args=["call_id", "claimed", "outcome"]
 )
 # How long a leg that lost its connection keeps trying to settle its claims: a Sentinel
 # failover takes seconds.
 SETTLE_TRIES_S = (0.1, 0.3, 1.0, 2.0, 4.0)
+
+
+class Carrier(Protocol):
+    """The leg's writer, which may hold a flush that must reach Redis before a tool runs."""
+
+    token: str
+
+    def carrying(self, script: LuaScript, keys: list[str], args: list[Any]) -> Any: ...
+
+    def send_held(self) -> None: ...
 
 
 def outcome_record(outcome: ToolOutcome) -> str:
@@ -63,10 +78,14 @@ class ToolLedger:
         wait: ReplicaWait | None = None,
         *,
         by: str = "",
+        carrier: Carrier | None = None,
     ) -> None:
         self.client = client
         self.cid = cid
         self._key = keys.tool_results(cid)
+        self._lease = keys.lease(cid)
+        # a leg's claims go out with the flush its writer holds, fenced by its lease
+        self._carrier = carrier
         self._wait = wait  # replicas that must have a claim before its tool runs
         self._started = json.dumps({"state": "started", "by": by}) if by else _STARTED
 
@@ -86,7 +105,16 @@ class ToolLedger:
         return claimed
 
     def _claim(self, call_id: str, what: str) -> tuple[bool, Any]:
+        carrier = self._carrier
+        if carrier is not None and self._wait is not None:
+            carrier.send_held()  # the replicas' wait below counts one connection's writes
         with storage_errors(what):
+            if self._wait is None and carrier is not None:
+                keys, args = [self._key, self._lease], [call_id, self._started, carrier.token]
+                claimed = carrier.carrying(_CLAIM, keys, args)
+                if claimed == "fenced":
+                    raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
+                return bool(claimed), None
             if self._wait is None:
                 return bool(self.client.hsetnx(self._key, call_id, self._started)), None
             # one connection for the claim and its WAITs: WAIT counts its connection's writes

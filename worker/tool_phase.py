@@ -217,6 +217,7 @@ def _run_once(
         resumed=resumed,
     )
     leg.checkpoint.tool_calls += 1
+    leg.writer.send_held()  # the tool acts outside: what the leg wrote is in Redis first
     return registry.execute(call, context)
 
 
@@ -261,18 +262,25 @@ def _write_result(
         conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
     )
     recorded = {call.id: outcome} if call.id else {}
-    try:
-        leg.writer.write(
-            Flush(
-                steps=[step],
-                events=[event],
-                checkpoint=leg.saved_checkpoint(),
-                tool_results=recorded,
-                allow_tool=allow_tool,
-            )
-        )
-    except StorageError:
+    flush = Flush(
+        steps=[step],
+        events=[event],
+        checkpoint=leg.saved_checkpoint(),
+        tool_results=recorded,
+        allow_tool=allow_tool,
+    )
+
+    def settle() -> None:
         if call.id:  # the outcome is known here: under this leg's claim, for the next leg
             leg.tool_calls.settle(call.id, outcome)
-        raise
+
+    if leg.checkpoint.phase is Phase.CALL_MODEL:
+        # the last result: it goes out with the next call's reservation, in one round trip
+        leg.writer.hold(flush, if_unwritten=settle)
+    else:
+        try:
+            leg.writer.write(flush)
+        except StorageError:
+            settle()
+            raise
     observe.tool_called(leg, call, counted, outcome.result if outcome.ok else outcome.error)

@@ -139,17 +139,19 @@ class TurnMachine:
                 conversation_id=leg.cid, turn_id=leg.turn_id, step_index=step.step_index, step=step
             ),
         ]
-        leg.writer.write(
-            Flush(
-                steps=[step],
-                start_turn=True,
-                events=events,
-                turn_status=TurnStatus.RUNNING,
-                started_at=time.time(),
-                checkpoint=leg.saved_checkpoint(),
-                conversation_status=ConversationStatus.RUNNING,
-            )
+        start = Flush(
+            steps=[step],
+            start_turn=True,
+            events=events,
+            turn_status=TurnStatus.RUNNING,
+            started_at=time.time(),
+            checkpoint=leg.saved_checkpoint(),
+            conversation_status=ConversationStatus.RUNNING,
         )
+        if command:
+            leg.writer.write(start)
+        else:  # it goes out with the model call's reservation, in one round trip
+            leg.writer.hold(start)
         observe.turn_started(leg)
         return False
 
@@ -179,6 +181,10 @@ class TurnMachine:
             fail_turn(self.leg, f"budget_exhausted: {exc}", code="budget_exhausted")
             return True
         estimate = estimate_tokens(request.messages)
+        if self.leg.cancel_requested():  # seen by the flush the reservation carried
+            self.meter.settle(reservation, None, estimate)
+            cancel_turn(self.leg)
+            return True
         called = self.meter.limited(
             estimate, reservation.paused_ms, lambda: self._stream(provider, request)
         )
@@ -408,9 +414,13 @@ class TurnMachine:
                     conversation_id=leg.cid, turn_id=leg.turn_id, step_index=s.step_index, step=s
                 )
             )
-        leg.writer.write(
-            Flush(steps=steps, usage=output.usage, events=events, checkpoint=leg.saved_checkpoint())
+        flush = Flush(
+            steps=steps, usage=output.usage, events=events, checkpoint=leg.saved_checkpoint()
         )
+        if cp.phase is Phase.RUN_TOOLS:  # it goes out with the first call's claim (or park)
+            leg.writer.hold(flush)
+        else:
+            leg.writer.write(flush)
         return self._after_response()
 
     def _next_phase(self, step: Step) -> list[Step]:

@@ -17,8 +17,9 @@ from typing import Any
 
 import redis
 from pydantic import BaseModel
+from redis.exceptions import NoScriptError
 
-from shared.errors import Conflict
+from shared.errors import StorageError
 from shared.models.events import ConversationStatus, StatusEvent, TurnStatus
 from shared.models.steps import Step
 from shared.settings import Settings
@@ -31,6 +32,7 @@ from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript
 from shared.store.webhooks import OUTBOX_LUA, OUTBOX_MAXLEN
 from worker.flush import Flush
+from worker.lease import LeaseLost
 
 __all__ = [
     "FAILURES_KEPT",
@@ -77,10 +79,6 @@ _NOTIFICATION_KEY = FLUSH_KEYS.index("notification")
 _DAY_USAGE_KEY = FLUSH_KEYS.index("day_usage")
 _SPEND_KEYS = {scope: FLUSH_KEYS.index(f"spend.{scope}") for scope in ("batch", "agent", "owner")}
 FAILURES_KEPT = 1_000  # conversations in the failures index, the newest failures
-
-
-class LeaseLost(Conflict):
-    """Raised when another worker took over the conversation; this leg must stop writing."""
 
 
 class StatusChange(BaseModel):
@@ -132,6 +130,28 @@ class FlushArgs(BaseModel):
     failed: FailureEntry | None = None
 
 
+# A model call's settlement and the hashes it is written to (`Writer.settle`).
+_Settle = tuple[dict[str, Any], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A flush kept for the next round trip, and what to do if that round trip fails."""
+
+    flush: Flush
+    if_unwritten: Callable[[], None] | None
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A flush's script keys and argument, with the settlement it carries."""
+
+    keys: list[str]
+    args: str
+    settle: _Settle | None
+    apart: dict[str, str]  # on a cluster: the settlement's scopes outside the slot
+
+
 @dataclass(frozen=True)
 class FlushResult:
     first_position: int
@@ -164,7 +184,8 @@ class Writer:
         self.max_history_size = max_history_size
         self.model = model
         self.usage_scopes = list(usage_scopes)
-        self._settle: tuple[dict[str, Any], dict[str, str]] | None = None
+        self._settle: _Settle | None = None
+        self._held: _Held | None = None  # a flush that goes out with the next round trip
         self._keys = keys
         self.cancel_seen = False  # an abort of this turn was reported by a flush
         self.released = False  # the turn's end let the lease go: nothing was queued
@@ -199,14 +220,107 @@ class Writer:
         self._channels = [self.live_channel, keys.live_all()]
         self.round_trips = 0
         self.next_position = 0  # absolute history position of the next step; set by the leg
+        self._doing = f"writing turn {turn_id} of conversation {cid}"
 
     def write(self, flush: Flush) -> FlushResult:
+        """Writes `flush` (after the held one, in the same round trip); raises LeaseLost."""
+        held = self._take_held()
+        if held is not None and flush.notification is None:
+            prepared = self._prepare(flush, None)
+            reply = self._carried(held, _FLUSH, prepared.keys, [prepared.args])
+            return self._finish(flush, prepared, reply)
+        if held is not None:
+            self._send_alone(held)
+        prepared = self._prepare(flush, self._settle)
+        with storage_errors(self._doing):
+            reply = self._send(prepared.keys, prepared.args, flush)
+        return self._finish(flush, prepared, reply)
+
+    def hold(self, flush: Flush, *, if_unwritten: Callable[[], None] | None = None) -> None:
+        """Keeps `flush` to go out with this writer's next round trip: the next flush, or the
+        reservation of the model call that follows it (`carrying`), one round trip a call
+        fewer. For a flush whose reply nothing waits on (a turn's start, a tool's result
+        before the next call). Its steps count as written at once, so the context built
+        before it goes out has them; `if_unwritten` runs when the round trip that carried it
+        failed (a tool's outcome is then settled under its claim)."""
+        held = self._take_held()
+        if held is not None:
+            self._send_alone(held)
+        self._held = _Held(flush, if_unwritten)
+        self.next_position += len(flush.steps)
+        self.written += flush.steps
+
+    @property
+    def unsent_steps(self) -> int:
+        """How many of `written` are in a held flush, not yet in Redis."""
+        return 0 if self._held is None else len(self._held.flush.steps)
+
+    def send_held(self) -> None:
+        """Sends the held flush now, if any (a leg that ends writes nothing after it)."""
+        held = self._take_held()
+        if held is not None:
+            self._send_alone(held)
+
+    def carrying(self, script: LuaScript, keys: list[str], args: list[Any]) -> Any:
+        """`script`'s reply, run after the held flush (if any) in the same round trip. The
+        script must check the lease itself: a fenced flush does not stop it."""
+        held = self._take_held()
+        if held is None:
+            return script(self.client, keys, args)
+        return self._carried(held, script, keys, args)
+
+    def _take_held(self) -> _Held | None:
+        held, self._held = self._held, None
+        return held
+
+    def _send_alone(self, held: _Held) -> None:
+        prepared = self._prepare(held.flush, self._settle)
+        try:
+            with storage_errors(self._doing):
+                reply = _FLUSH(self.client, prepared.keys, [prepared.args])
+        except StorageError:
+            if held.if_unwritten is not None:
+                held.if_unwritten()
+            raise
+        self._finish(held.flush, prepared, reply, held=True)
+
+    def _carried(self, held: _Held, script: LuaScript, keys: list[str], args: list[Any]) -> Any:
+        """The held flush, then `script`, in one pipeline, each by its digest; a script Redis
+        no longer has (a restart) is run again alone, in order: each checks the lease."""
+        prepared = self._prepare(held.flush, self._settle)
+        try:
+            with storage_errors(self._doing):
+                started = time.perf_counter()
+                with self.client.pipeline(transaction=False) as pipe:
+                    _FLUSH.queue_by_digest(pipe, prepared.keys, [prepared.args])
+                    script.queue_by_digest(pipe, keys, args)
+                    first, second = pipe.execute(raise_on_error=False)
+                for ran in (_FLUSH, script):
+                    ran.observe(time.perf_counter() - started)
+                if isinstance(first, NoScriptError):
+                    first = _FLUSH(self.client, prepared.keys, [prepared.args])
+                elif isinstance(first, Exception):
+                    raise first
+        except StorageError:
+            if held.if_unwritten is not None:
+                held.if_unwritten()
+            raise
+        self._finish(held.flush, prepared, first, held=True)
+        with storage_errors(self._doing):
+            if isinstance(second, NoScriptError):
+                return script(self.client, keys, args)
+            if isinstance(second, Exception):
+                raise second
+        return second
+
+    def _prepare(self, flush: Flush, settle: _Settle | None) -> _Prepared:
+        """The flush's keys and argument, carrying `settle` (the pending settlement)."""
         keys = list(self._script_keys)
         day = time.strftime("%Y-%m-%d", time.gmtime())
         keys[_DAY_USAGE_KEY] = self._keys.usage_by_day(day, self._shard)
         if flush.notification is not None:
             keys[_NOTIFICATION_KEY] = self._keys.notification(flush.notification.id)
-        settle, apart = self._settle, {}
+        apart: dict[str, str] = {}
         if settle is not None and self._keys.shards > 1:
             # a cluster: the scopes outside the conversation's slot are settled after it
             apart = {scope: key for scope, key in settle[1].items() if scope in _SPEND_KEYS}
@@ -214,18 +328,25 @@ class Writer:
             for scope, key in settle[1].items():
                 if scope in _SPEND_KEYS:
                     keys[_SPEND_KEYS[scope]] = key
-        args = self._args(flush, in_slot=set(settle[0]["scopes"]) - set(apart) if settle else None)
-        with storage_errors(f"writing turn {self.turn_id} of conversation {self.cid}"):
-            reply = self._send(keys, args.model_dump_json(exclude_none=True), flush)
+        in_slot = set(settle[0]["scopes"]) - set(apart) if settle else None
+        args = self._args(flush, settle, in_slot=in_slot)
+        return _Prepared(keys, args.model_dump_json(exclude_none=True), settle, apart)
+
+    def _finish(
+        self, flush: Flush, prepared: _Prepared, reply: Any, *, held: bool = False
+    ) -> FlushResult:
+        """Takes in a flush's reply; a held flush's steps were counted when it was held."""
         self.round_trips += 1
         if reply[0] == "fenced":
             raise LeaseLost(f"lease of conversation {self.cid} was taken over; leg stopped")
-        if settle is not None and apart:
-            settle_apart(self.client, settle[0], apart.values())
+        settle = prepared.settle
+        if settle is not None and prepared.apart:
+            settle_apart(self.client, settle[0], prepared.apart.values())
         if settle is not None and settle is self._settle:
             self._settle = None
-        self.next_position = int(reply[1]) + len(flush.steps)
-        self.written += flush.steps
+        if not held:
+            self.next_position = int(reply[1]) + len(flush.steps)
+            self.written += flush.steps
         result = FlushResult(int(reply[1]), reply[2] == 1, list(reply[3]), reply[4] == 1)
         self.released = self.released or result.released
         self.cancel_seen = self.cancel_seen or result.cancel_requested
@@ -252,10 +373,12 @@ class Writer:
         if self.on_flush is not None:
             self.on_flush(flush)
 
-    def _args(self, flush: Flush, *, in_slot: set[str] | None = None) -> FlushArgs:
+    def _args(
+        self, flush: Flush, carried: _Settle | None, *, in_slot: set[str] | None = None
+    ) -> FlushArgs:
         """The script's argument; `in_slot`: the scopes of the settlement it writes (all)."""
         status = flush.conversation_status
-        settle = None if self._settle is None else dict(self._settle[0])
+        settle = None if carried is None else dict(carried[0])
         if settle is not None and in_slot is not None:
             settle["scopes"] = [scope for scope in settle["scopes"] if scope in in_slot]
         return FlushArgs(

@@ -6,12 +6,12 @@ validated when written. ``id`` is the Redis stream id, filled in on read.
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
 from shared.models.steps import Step, UsageMetadata
+from shared.models.value_enum import ValueEnum
 
 __all__ = [
     "EVENT",
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 
-class TurnStatus(str, Enum):
+class TurnStatus(ValueEnum):
     QUEUED = "queued"
     RUNNING = "running"
     WAITING_FOR_USER = "waiting_for_user"
@@ -44,7 +44,7 @@ class TurnStatus(str, Enum):
         return self in (TurnStatus.COMPLETED, TurnStatus.FAILED, TurnStatus.CANCELLED)
 
 
-class ConversationStatus(str, Enum):
+class ConversationStatus(ValueEnum):
     IDLE = "idle"
     RUNNING = "running"
     WAITING_FOR_USER = "waiting_for_user"

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, Field, TypeAdapter, field_validator
 
 from shared.models.steps import ToolCall
+from shared.models.value_enum import ValueEnum
 
 __all__ = [
     "EXPIRED_DENIAL",
@@ -39,12 +40,12 @@ __all__ = [
 EXPIRED_DENIAL = "denied (it expired)"
 
 
-class NotificationKind(str, Enum):
+class NotificationKind(ValueEnum):
     INTERACTION = "interaction"
     PASSIVE = "passive"
 
 
-class NotificationStatus(str, Enum):
+class NotificationStatus(ValueEnum):
     PENDING = "pending"
     RESOLVED = "resolved"
     EXPIRED = "expired"

@@ -7,10 +7,11 @@ version parse as ``UNKNOWN`` so that a newer writer never breaks an older reader
 from __future__ import annotations
 
 import time
-from enum import Enum
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from shared.models.value_enum import ValueEnum
 
 __all__ = [
     "Step",
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-class _TolerantEnum(str, Enum):
+class _TolerantEnum(ValueEnum):
     """A string enum whose unknown values become ``UNKNOWN`` instead of an error."""
 
     @classmethod

@@ -2,7 +2,8 @@
 
 redis-py's Script checks SCRIPT EXISTS before a pipeline runs, an extra round
 trip on every flush; here a pipeline sends EVAL with the body (Redis caches it by
-digest) and a direct call uses EVALSHA, loading the script on NOSCRIPT.
+digest), or EVALSHA for a caller that runs again what Redis answers NOSCRIPT, and a
+direct call uses EVALSHA, loading the script on NOSCRIPT.
 
 Every script is a `.lua` file beside the code that runs it (`shared/store/lua/`,
 `worker/lua/`, shipped as package data), read once, at import. Its inputs are named in
@@ -181,6 +182,12 @@ class LuaScript:
         # EVAL by name: a cluster pipeline's `eval` is something else
         return pipe.execute_command("EVAL", self.body, len(keys), *keys, *args)
 
+    def queue_by_digest(self, pipe: Any, keys: list[str], args: list[Any]) -> Any:
+        """Queues EVALSHA, the body left out of the round trip; its reply is NoScriptError
+        when Redis lost the script (a restart), and then the caller runs it again alone."""
+        self._check(keys, args)
+        return pipe.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+
     def __call__(self, client: redis.Redis | Pipeline, keys: list[str], args: list[Any]) -> Any:
         self._check(keys, args)
         if _is_pipeline(type(client)):
@@ -191,10 +198,13 @@ class LuaScript:
         except redis.exceptions.NoScriptError:
             return client.eval(self.body, len(keys), *keys, *args)
         finally:
-            # labels() at first use, not at import: the run's metric directory is known then
-            series.child(series.REDIS_SCRIPT_DURATION, self.name).observe(
-                time.perf_counter() - started
-            )
+            self.observe(time.perf_counter() - started)
+
+    def observe(self, seconds: float) -> None:
+        """Counts one run of the script that took `seconds` (scripts sharing a pipeline each
+        count its round trip)."""
+        # labels() at first use, not at import: the run's metric directory is known then
+        series.child(series.REDIS_SCRIPT_DURATION, self.name).observe(seconds)
 
 
 @functools.cache

@@ -21,6 +21,7 @@ from tests.cutting_proxy import CuttingProxy
 from tests.stack import WorkerProcess, effect_prompt, parked, run_cli
 from worker.lease import Lease
 from worker.runtime import _CLAIM, Runtime
+from worker.tool_ledger import _CLAIM as _CLAIM_CALL
 from worker.writer import _FLUSH
 
 # one Redis: a proxy in front of the one Redis
@@ -126,7 +127,7 @@ def _ran(effects: Path, note: str) -> int:
     ("lose", "note"),
     [
         # the claim is made and its leg never hears so: withdrawn, the next leg runs the tool
-        (lambda proxy: proxy.cut_reply_to(b"HSETNX"), "claim-lost"),
+        (lambda proxy: proxy.cut_reply_to(_CLAIM_CALL.sha.encode()), "claim-lost"),
         # the flush carrying the result never arrives: the outcome is recorded for the next leg
         (lambda proxy: proxy.drop_request(b'recorded\\": \\"result-lost'), "result-lost"),
     ],

@@ -4,8 +4,11 @@
 -- more than the calls in flight. The flush that follows the call settles the reservation.
 -- It also reads how long the provider stays paused after a 429 (shared/store/rate_limit.py),
 -- so a call without a rate limit learns of a pause in the same round trip.
+-- It checks the lease's fencing token first, as the flush does: a flush held for this round
+-- trip (worker/writer.py: Writer.carrying) runs just before it, and a leg that lost its lease
+-- reserves nothing.
 -- Returns {1, price JSON or false, tokens reserved, millionths reserved, pause ms}, or
--- {0, scope, unit, limit, used} for the first budget the call does not fit.
+-- {0, scope, unit, limit, used} for the first budget the call does not fit, or {'fenced'}.
 -- KEYS[1] prices: HASH, model prices by "<provider>/<model>"
 -- KEYS[2] limit.conversation: HASH holding `limit:<unit>` (the conversation's own hash)
 -- KEYS[3] limit.batch: HASH, the batch's meta
@@ -16,6 +19,7 @@
 -- KEYS[8] spend.agent: HASH, today's
 -- KEYS[9] spend.owner: HASH, today's
 -- KEYS[10] pause: STRING, the provider's pause after a 429, expiring with it
+-- KEYS[11] lease: STRING, the conversation's lease (its fencing token)
 -- ARGV[1] price_field: "<provider>/<model>"
 -- ARGV[2] prompt_tokens: the prompt's estimated tokens
 -- ARGV[3] max_output: the call's max output tokens
@@ -24,6 +28,8 @@
 -- ARGV[6] price_given: '' to read it from KEYS[1]; else the price JSON already read, or 'none'
 --         (on a cluster the scopes outside the conversation's slot are reserved one call
 --         each, after the conversation's, at the price it read)
+-- ARGV[7] token: the leg's fencing token ('' to check none: those later calls on a cluster)
+if token ~= '' and redis.call('GET', lease_key) ~= token then return {'fenced'} end
 local price_json = false
 if price_given == '' then
   price_json = redis.call('HGET', prices_key, price_field)

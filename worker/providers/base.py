@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Protocol
 
 from shared.models.config import ToolSelection
 from shared.models.content import Media
 from shared.models.model_settings import ModelSettings
 from shared.models.steps import ToolCall, UsageMetadata
+from shared.models.value_enum import ValueEnum
 
 __all__ = [
     "FinishEvent",
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 
-class Role(str, Enum):
+class Role(ValueEnum):
     SYSTEM = "system"
     USER = "user"
     ASSISTANT = "assistant"
