@@ -180,7 +180,8 @@ model's price (which a call must read anyway, to count its cost) and reserves th
 case against every budget over it. The settlement rides on the flush that records the call
 (`worker/lua/flush.lua`), so budgets add **{reserve_trips - price_trips} Redis round trips** per
 call: {reserve_trips} for the reservation, where a call without budgets makes {price_trips} (the
-price's HGET), and 0 for the settlement. {CALLS} calls each, alternated, on loopback, with all
+price's HGET), and 0 for the settlement. In a turn the reservation itself goes in the
+round trip of the flush before the call (the turn's start, a tool's result: `Writer.carrying`). {CALLS} calls each, alternated, on loopback, with all
 four budgets (conversation, batch, agent, owner) limited in tokens and money:
 
 | per call | p50 | p99 |
