@@ -30,6 +30,9 @@ __all__ = ["adopt_celery_logging", "quiet"]
 def adopt_celery_logging(settings: Settings, process: str) -> None:
     """Celery's handlers (made as it starts) follow the settings; Python's warnings too."""
     logging.captureWarnings(True)
+    # No format shows a record's thread, and naming it costs, per line, a dummy Thread made
+    # for the greenlet (each task of the gevent pool is one).
+    logging.logThreads = False
 
     def adopt_handlers(logger: logging.Logger, **_: Any) -> None:
         adopt(settings, [logger], process=process)

@@ -19,20 +19,27 @@ __all__ = ["MASK", "Redactor"]
 MASK = "***"
 MIN_KNOWN_CHARS = 6  # shorter values are too likely to be ordinary words
 
+# Each shape with the text (lower case) a line must hold for it to match: most lines hold
+# none, and a substring test is much cheaper than a regular expression tried at every position.
 _SHAPES = [
-    (re.compile(r"\bso_[A-Za-z0-9_-]{16,}"), "so_" + MASK),
-    (re.compile(r"\bwhsec_[A-Za-z0-9+/=]{8,}"), "whsec_" + MASK),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{12,}"), "sk-" + MASK),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{8,}"), "xox-" + MASK),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=*-]+"), r"\1 " + MASK),
-    (re.compile(r"/approve/[^\s\"'?#]+"), "/approve/" + MASK),
-    (re.compile(r"(?i)(://[^:/@\s]*:)[^@\s]+@"), r"\1" + MASK + "@"),
+    (re.compile(r"\bso_[A-Za-z0-9_-]{16,}"), "so_" + MASK, ("so_",)),
+    (re.compile(r"\bwhsec_[A-Za-z0-9+/=]{8,}"), "whsec_" + MASK, ("whsec_",)),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{12,}"), "sk-" + MASK, ("sk-",)),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{8,}"), "xox-" + MASK, ("xox",)),
+    (
+        re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=*-]+"),
+        r"\1 " + MASK,
+        ("bearer", "basic"),
+    ),
+    (re.compile(r"/approve/[^\s\"'?#]+"), "/approve/" + MASK, ("/approve/",)),
+    (re.compile(r"(?i)(://[^:/@\s]*:)[^@\s]+@"), r"\1" + MASK + "@", ("://",)),
     (
         re.compile(
             r"(?i)((?:password|passwd|secret|token|api[_-]?key|authorization)[\"']?\s*[:=]\s*"
             r"[\"']?)[^\s\"',;&}]+"
         ),
         r"\1" + MASK,
+        ("password", "passwd", "secret", "token", "api", "authorization"),
     ),
 ]
 
@@ -42,6 +49,7 @@ class Redactor:
 
     def __init__(self, known: list[str]) -> None:
         values = sorted({v for v in known if len(v) >= MIN_KNOWN_CHARS}, key=len, reverse=True)
+        self._values = tuple(values)
         self._known = re.compile("|".join(re.escape(v) for v in values)) if values else None
 
     @classmethod
@@ -57,8 +65,11 @@ class Redactor:
         return cls([*known, *passwords])
 
     def __call__(self, text: str) -> str:
-        if self._known is not None:
+        # a substring test per known value first: their alternation is tried at every position
+        if self._known is not None and any(value in text for value in self._values):
             text = self._known.sub(MASK, text)
-        for pattern, replacement in _SHAPES:
-            text = pattern.sub(replacement, text)
+        lower = text.lower()
+        for pattern, replacement, needs in _SHAPES:
+            if any(literal in lower for literal in needs):
+                text = pattern.sub(replacement, text)
         return text
