@@ -104,4 +104,6 @@ class Leg:
         window = self.context()
         if window and window[0].step_index <= self.checkpoint.turn_start:
             return [s for s in window if s.step_index >= self.checkpoint.turn_start]
-        return [*self.history.steps_since(self.checkpoint.turn_start)]
+        unsent = self.writer.unsent_steps  # a held flush's, last of `written`, not in Redis yet
+        held = self.writer.written[len(self.writer.written) - unsent :] if unsent else []
+        return [*self.history.steps_since(self.checkpoint.turn_start), *held]

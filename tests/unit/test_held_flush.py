@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+from typing import Any, cast
 
 import pytest
 import redis
@@ -16,9 +17,12 @@ from shared.local.embedded_redis import EmbeddedRedis
 from shared.models.events import EVENT, StepEvent
 from shared.models.steps import Step, StepStatus
 from shared.settings import Settings
+from shared.store.history import HistoryStore
 from shared.store.keys import KeySpace
 from worker.budget import RESERVE_SCRIPT, SCOPES
+from worker.checkpoint import TurnCheckpoint
 from worker.flush import Flush
+from worker.leg import Leg
 from worker.tool_ledger import _CLAIM as _CLAIM_CALL
 from worker.tool_ledger import ToolLedger
 from worker.writer import _FLUSH, LeaseLost, Writer
@@ -175,3 +179,55 @@ def test_a_leg_that_lost_its_lease_claims_no_tool_call(
         ledger.claim("call_1")
     assert not real_redis.exists(keys.tool_results(CID))
     assert _texts(real_redis, keys) == []
+
+
+def _leg(writer: Writer, history: HistoryStore, settings: Settings, turn_start: int) -> Leg:
+    """A leg with what its context and its turn's steps read: the writer and the history."""
+    unused = cast(Any, None)
+    return Leg(
+        settings=settings,
+        config=unused,
+        turn=unused,
+        lease=unused,
+        writer=writer,
+        history=history,
+        tool_calls=unused,
+        notifications=unused,
+        batches=unused,
+        checkpoint=TurnCheckpoint(turn_start=turn_start),
+        policy=unused,
+        deltas=unused,
+        prices=unused,
+    )
+
+
+def test_the_context_and_the_turns_steps_have_a_held_flushs_steps_once(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    real_redis.set(keys.lease(CID), TOKEN)
+    writer = _writer(real_redis, keys, settings)
+    leg = _leg(writer, HistoryStore(real_redis, keys, CID), settings, turn_start=0)
+    writer.write(_flush(writer, "asked"))
+    writer.hold(_flush(writer, "held"))
+    assert [s.content for s in leg.context()] == ["asked", "held"]  # read with one in Redis
+    writer.send_held()
+    assert [s.content for s in leg.context()] == ["asked", "held"]
+    assert [s.content for s in leg.turn_steps()] == ["asked", "held"]
+
+
+def test_the_turns_steps_read_back_from_redis_have_the_held_ones(
+    real_redis: redis.Redis, keys: KeySpace, settings: Settings
+) -> None:
+    real_redis.set(keys.lease(CID), TOKEN)
+    writer = Writer(
+        real_redis, keys, settings, CID, token=TOKEN, turn_id=TID, max_history_size=2, model="m"
+    )
+    for text in ("asked", "thought", "answered"):
+        writer.write(_flush(writer, text))
+    # history keeps two steps: the turn's start is gone, so its steps are read back
+    leg = _leg(writer, HistoryStore(real_redis, keys, CID), settings, turn_start=0)
+    assert [s.step_index for s in leg.context()] == [1, 2]
+    writer.hold(_flush(writer, "held"))
+    assert [s.content for s in leg.turn_steps()] == ["thought", "answered", "held"]
+    writer.send_held()
+    assert [s.content for s in leg.turn_steps()] == ["answered", "held"]
