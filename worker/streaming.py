@@ -232,6 +232,10 @@ def _writable_value(value: Any) -> Any:
     return value
 
 
+# json.dumps with an option builds an encoder per call; a tick fills one string per delta
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _string(text: str) -> str:
     """`text` as a JSON string, as pydantic writes it (non-ASCII left as it is)."""
-    return json.dumps(text, ensure_ascii=False)
+    return _ENCODE(text)
