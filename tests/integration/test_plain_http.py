@@ -242,12 +242,35 @@ def test_a_request_beyond_the_connection_bound_waits_then_times_out_and_a_slot_f
 def test_a_response_closed_before_its_end_closes_its_connection(
     client_for: Callable[..., httpx2.Client],
 ) -> None:
-    server = RawServer(chunked(b"a", b"b", b"c"), counted(b"fresh"))
+    def first_then_rest(conn: socket.socket, _: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n")
+        time.sleep(0.3)  # the rest is not there when the reader stops
+        conn.sendall(b"1\r\nb\r\n0\r\n\r\n")
+        return True
+
+    server = RawServer(first_then_rest, counted(b"fresh"))
     client = client_for(server)
     with client.stream("GET", "/") as response:
-        next(response.iter_raw())
+        assert next(response.iter_raw()) == b"a"
     assert client.get("/").text == "fresh"
     assert server.connections == 2  # the half-read one was not lent again
+
+
+def test_a_stream_stopped_at_its_last_event_keeps_its_connection_when_the_end_has_arrived(
+    client_for: Callable[..., httpx2.Client],
+) -> None:
+    # A reader stops at `[DONE]`; the body's last chunk came with it and is read on close.
+    server = RawServer(
+        chunked(b"data: one\n\n", b"data: [DONE]\n\n", b": trailing comment\n\n"),
+        counted(b"next answer"),
+    )
+    client = client_for(server)
+    with client.stream("POST", "/v1/chat", json={"model": "m"}) as response:
+        pieces = response.iter_raw()
+        assert [next(pieces), next(pieces)] == [b"data: one\n\n", b"data: [DONE]\n\n"]
+        time.sleep(0.1)  # the rest of the body reaches the socket
+    assert client.get("/").text == "next answer"  # not the first body's leftovers
+    assert server.connections == 1
 
 
 def test_only_plain_http_without_a_proxy_takes_this_transport(
