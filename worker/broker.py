@@ -38,6 +38,7 @@ from kombu.transport import virtual
 
 from shared.store.fair_queue import FairLifoQueue
 from shared.store.lend_check import parser_options
+from worker.broker_fetch import RecordingFetch
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,12 @@ RESTORE_EVERY_S = 10.0
 
 class _QoS(redis_transport.QoS):
     """kombu's Redis QoS, whose failed acks and rejects still free their prefetch place."""
+
+    def append(self, message: Any, delivery_tag: Any) -> None:
+        if self.channel.recorded(delivery_tag):  # by the fetch itself (broker_fetch.py)
+            virtual.QoS.append(self, message, delivery_tag)
+        else:
+            super().append(message, delivery_tag)
 
     def ack(self, delivery_tag: Any) -> None:
         try:
@@ -90,7 +97,7 @@ class _OneClient:
         return client
 
 
-class _Channel(_OneClient, redis_transport.Channel):
+class _Channel(_OneClient, RecordingFetch, redis_transport.Channel):
     QoS = _QoS
     pool_wait_s: float = 5.0
 
@@ -107,7 +114,7 @@ class _Channel(_OneClient, redis_transport.Channel):
         )
 
 
-class _SentinelChannel(_OneClient, redis_transport.SentinelChannel):
+class _SentinelChannel(_OneClient, RecordingFetch, redis_transport.SentinelChannel):
     """`_Channel`'s acknowledgements and client for a state Redis behind Sentinels; its pool
     is kombu's Sentinel-managed one (it finds the primary again after a failover)."""
 
