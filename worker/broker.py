@@ -9,14 +9,15 @@ keep theirs, built again if the channel's pool is replaced. The per-task INFO li
 Celery ("received", "succeeded") are dropped too: the worker logs one line per leg
 with the conversation and the outcome, and failures are still logged by Celery.
 
-An acknowledgement that finds the broker away (a task that ended while Redis restarted)
-still frees its place in the channel's prefetch window. kombu forgets a delivery only
-once the broker has confirmed its ack, so each such ack kept one place taken for the
+An acknowledgement frees its place in the channel's prefetch window at once, and its
+record in the broker goes with the next fetch or within 20 ms (`worker/broker_acks.py`).
+kombu forgot a delivery only once the broker had confirmed its ack, so each ack that found
+the broker away (a task that ended while Redis restarted) kept one place taken for the
 channel's life: a gevent worker's consumer, which keeps its channel across a reconnect,
 stopped fetching for good once `concurrency` acks had failed (the batch's items then waited
-for ever, `tests/integration/test_broker_acks.py`). The message itself stays in the
-broker's unacknowledged index and is delivered again after the visibility timeout; an
-`advance` delivered twice finds its work done.
+for ever, `tests/integration/test_broker_acks.py`). A record whose removal fails is tried
+again; a message whose record outlives the visibility timeout is delivered again, and an
+`advance` delivered twice finds its work done. A reject that fails frees its place too.
 
 The channel's pool is a blocking one: with a thousand legs in flight, acks and
 unacked-records that find every connection busy wait for one (up to the pool wait)
@@ -63,11 +64,16 @@ class _QoS(redis_transport.QoS):
             super().append(message, delivery_tag)
 
     def ack(self, delivery_tag: Any) -> None:
+        """Frees the place now; the record goes with the next fetch or tick (broker_acks.py)."""
+        virtual.QoS.ack(self, delivery_tag)
+        self.channel.acks.add(delivery_tag)
+
+    def restore_unacked_once(self, stderr: Any = None) -> Any:
         try:
-            super().ack(delivery_tag)
+            self.channel.flush_acks()  # acknowledged ones are not put back
         except Exception:
-            self._forget(delivery_tag)
-            raise
+            log.warning("could not remove acknowledged deliveries' records", exc_info=True)
+        return super().restore_unacked_once(stderr)
 
     def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
         try:

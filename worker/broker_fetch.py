@@ -14,6 +14,7 @@ where a BRPOP reply lost that way lost the message.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
@@ -24,13 +25,19 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
 from shared.store.lua import LuaScript
+from worker.broker_acks import PendingAcks
 
 log = logging.getLogger(__name__)
 
 __all__ = ["RecordingFetch"]
 
 _FETCH = LuaScript(
-    "worker", "fetch.lua", keys=("list", "unacked_index", "unacked"), args=("now",), each=True
+    "worker",
+    "fetch.lua",
+    keys=("list", "unacked_index", "unacked"),
+    args=("now", "acks"),
+    decode=("acks",),
+    each=True,
 )
 
 
@@ -43,6 +50,8 @@ class RecordingFetch:
     _by_script = False  # the last fetch found a message: the next likely finds one too
     _script_sent = False  # the command in flight on the fetch connection is the script
     _recorded: set[str] | None = None  # deliveries the script recorded, until QoS asks
+    _pending_acks: PendingAcks | None = None
+    _carried: list[str] = []  # acknowledged tags the script in flight removes
 
     # kombu's channel, which this is mixed into
     client: Any
@@ -57,6 +66,23 @@ class RecordingFetch:
     _brpop_sent_at: Any
     _queue_cycle: Any
 
+    @property
+    def acks(self) -> PendingAcks:
+        """The channel's acknowledged deliveries whose records are not removed yet."""
+        if self._pending_acks is None:
+            self._pending_acks = PendingAcks(self)
+        return self._pending_acks
+
+    def flush_acks(self) -> None:
+        """Removes every acknowledged delivery's record now (a channel closing)."""
+        self._give_back_carried()
+        self.acks.flush()
+
+    def _give_back_carried(self) -> None:
+        if self._carried:
+            self.acks.give_back(self._carried)
+            self._carried = []
+
     def recorded(self, delivery_tag: str) -> bool:
         """Whether the fetch recorded this delivery already (once: the record is taken)."""
         if self._recorded is not None and delivery_tag in self._recorded:
@@ -66,6 +92,7 @@ class RecordingFetch:
 
     def _brpop_start(self, timeout: Any = None) -> None:
         self._script_sent = False
+        self._give_back_carried()  # a script whose reply was never read (a dropped connection)
         if not self._by_script:
             super()._brpop_start(timeout)  # type: ignore[misc]
             return
@@ -80,8 +107,11 @@ class RecordingFetch:
                 keys += [prefix + self._q_for_pri(queue, pri), index, unacked]  # type: ignore[attr-defined]
         self._in_poll = self.client.connection
         self._brpop_sent_at = time.monotonic()
+        self._carried = self.acks.take()
         self._script_sent = True
-        self.client.connection.send_command("EVAL", _FETCH.body, len(keys), *keys, time.time())
+        self.client.connection.send_command(
+            "EVAL", _FETCH.body, len(keys), *keys, time.time(), json.dumps(self._carried)
+        )
 
     def _brpop_read(self, **options: Any) -> bool:
         if not self._script_sent:
@@ -100,8 +130,10 @@ class RecordingFetch:
                 raise
             except redis.ResponseError:
                 self._by_script = False
+                self._give_back_carried()
                 log.warning("fetching by script failed; fetching with BRPOP", exc_info=True)
                 raise Empty() from None
+            self._carried = []  # the script ran: their records are gone
             if not reply:
                 self._by_script = False
                 raise Empty()

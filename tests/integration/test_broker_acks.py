@@ -1,4 +1,4 @@
-"""An ack that finds the broker away frees its prefetch place; the message comes back later.
+"""The worker's broker channel: acks free their place at once, and records are kept exactly.
 
 A gevent worker's consumer keeps its channel across a reconnect. Before the fix, each
 task that ended while Redis restarted kept a place of the channel's prefetch window
@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import time
 from base64 import b64decode
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -33,33 +34,66 @@ def broker(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     server.stop()
 
 
-def test_a_failed_ack_frees_its_place_and_the_message_is_delivered_again(
+def test_an_ack_while_the_broker_is_away_frees_its_place_and_lands_once_it_is_back(
     broker: EmbeddedRedis,
 ) -> None:
-    install(pool_wait_s=1.0)
-    queue = Queue(QUEUE, Exchange(QUEUE), routing_key=QUEUE)
+    store = redis.Redis.from_url(broker.url)
     with Connection(broker.url, transport_options={"visibility_timeout": 1}) as connection:
-        channel = connection.channel()
-        queue(channel).declare()
-        Producer(channel, exchange=queue.exchange, routing_key=QUEUE).publish({"n": 1})
-        channel.basic_qos(0, 1, False)  # a window of one place, as a worker of concurrency 1
+        # a window of one place, as a worker of concurrency 1
+        channel, _ = _filled(connection, messages=1, places=1)
         message = channel.basic_get(QUEUE, no_ack=False)
         assert message is not None
         assert not channel.qos.can_consume()  # the one place is taken by the delivery
+        assert store.zcard("unacked_index") == 1
 
         broker.stop(kill=True)
-        with pytest.raises(Exception, match="onnect"):
-            message.ack()
-        assert channel.qos.can_consume(), "the failed ack still holds the only place"
+        message.ack()
+        assert channel.qos.can_consume(), "the ack left the only place taken"
+        time.sleep(0.2)  # ticks that find the broker away keep the record's removal
+        assert len(channel.acks) == 1
 
-        broker.start()
-        time.sleep(1.2)  # past the visibility timeout: the unconfirmed delivery is due again
+        broker.start()  # from its append-only file
+        _wait_for(lambda: len(channel.acks) == 0 and store.zcard("unacked_index") == 0)
+        time.sleep(1.2)  # past the visibility timeout: nothing is due again
         channel.qos.restore_visible(num=10, interval=0)
-        again = channel.basic_get(QUEUE, no_ack=False)
-        assert again is not None, "the message whose ack failed was lost"
-        assert again.decode() == {"n": 1}
-        again.ack()
-        assert channel.basic_get(QUEUE, no_ack=False) is None
+        assert channel.basic_get(QUEUE, no_ack=False) is None, "an acked message came back"
+
+
+def test_a_closing_channel_removes_its_acks_records_and_puts_back_the_rest(
+    broker: EmbeddedRedis,
+) -> None:
+    store = redis.Redis.from_url(broker.url)
+    with Connection(broker.url, transport_options={"visibility_timeout": 3600}) as connection:
+        channel, _ = _filled(connection, messages=3, places=3)
+        taken = [channel.basic_get(QUEUE, no_ack=False) for _ in range(3)]
+        assert all(m is not None for m in taken)
+        taken[0].ack()  # type: ignore[union-attr]
+        taken[1].ack()  # type: ignore[union-attr]
+        channel.close()  # at once: the acks' removal had no tick to wait for
+        assert store.zcard("unacked_index") == 0
+        back = [json.loads(b64decode(json.loads(m)["body"])) for m in store.lrange(QUEUE, 0, -1)]
+    assert back == [{"n": 2}]  # the one unacked, put back; the acked ones not
+
+
+def _filled(connection: Connection, *, messages: int, places: int) -> tuple[Any, Queue]:
+    """The worker's channel (`install`) on a queue holding `messages` ({"n": 0}, ...), with
+    a prefetch window of `places`."""
+    install(pool_wait_s=1.0)
+    queue = Queue(QUEUE, Exchange(QUEUE), routing_key=QUEUE)
+    channel = connection.channel()
+    queue(channel).declare()
+    producer = Producer(channel, exchange=queue.exchange, routing_key=QUEUE)
+    for n in range(messages):
+        producer.publish({"n": n})
+    channel.basic_qos(0, places, False)
+    return channel, queue
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.01)
 
 
 def test_messages_taken_while_more_wait_are_recorded_by_the_fetch_and_come_back_unacked(
@@ -67,17 +101,10 @@ def test_messages_taken_while_more_wait_are_recorded_by_the_fetch_and_come_back_
 ) -> None:
     # The first message comes by BRPOP and kombu's record; the ones after it by the fetch
     # script, which records them itself. Both records must be what kombu restores from.
-    install(pool_wait_s=1.0)
-    queue = Queue(QUEUE, Exchange(QUEUE), routing_key=QUEUE)
     options = {"visibility_timeout": 1, "global_keyprefix": "p:celery:"}
     store = redis.Redis.from_url(broker.url)
     with Connection(broker.url, transport_options=options) as connection:
-        channel = connection.channel()
-        queue(channel).declare()
-        producer = Producer(channel, exchange=queue.exchange, routing_key=QUEUE)
-        for n in range(5):
-            producer.publish({"n": n})
-        channel.basic_qos(0, 5, False)
+        channel, queue = _filled(connection, messages=5, places=5)
         got: list[Message] = []
         with Consumer(channel, [queue], callbacks=[lambda _, message: got.append(message)]):
             deadline = time.monotonic() + 10
@@ -93,7 +120,7 @@ def test_messages_taken_while_more_wait_are_recorded_by_the_fetch_and_come_back_
 
         got[0].ack()
         got[4].ack()
-        assert store.zcard("p:celery:unacked_index") == 3
+        _wait_for(lambda: store.zcard("p:celery:unacked_index") == 3)
         time.sleep(1.2)  # past the visibility timeout: the three unacked are due again
         channel.qos.restore_visible(num=10, interval=0)
         again = [channel.basic_get(QUEUE, no_ack=True) for _ in range(4)]

@@ -7,10 +7,14 @@ closing an idle connection, and broken answers are exactly what a test says.
 from __future__ import annotations
 
 import gzip
+import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -225,6 +229,36 @@ def test_a_silent_server_is_a_read_timeout_and_a_closed_port_a_connect_error(
         httpx2.Client(transport=PlainHTTPTransport(1)).get(f"http://127.0.0.1:{port}/")
 
 
+def test_the_read_timeout_is_between_bytes_and_a_stalled_stream_times_out_mid_body(
+    client_for: Callable[..., httpx2.Client],
+) -> None:
+    def trickle(conn: socket.socket, _: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for piece in (b"one ", b"two ", b"three"):
+            time.sleep(0.2)  # each gap under the timeout, all of them over it
+            conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        conn.sendall(b"0\r\n\r\n")
+        return True
+
+    def stall(conn: socket.socket, _: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nhalf\r\n")
+        time.sleep(1.5)
+        return False
+
+    server = RawServer(trickle, stall, counted(b"after"))
+    client = client_for(server, timeout=0.35)
+    assert client.get("/").text == "one two three"
+    started = time.monotonic()
+    with client.stream("GET", "/") as response:
+        pieces = response.iter_raw()
+        assert next(pieces) == b"half"
+        with pytest.raises(httpx2.ReadTimeout):
+            next(pieces)
+    assert 0.3 < time.monotonic() - started < 1.2
+    assert client.get("/").text == "after"
+    assert server.connections == 2  # the stalled one was not lent again
+
+
 def test_a_request_beyond_the_connection_bound_waits_then_times_out_and_a_slot_frees(
     client_for: Callable[..., httpx2.Client],
 ) -> None:
@@ -296,3 +330,46 @@ def test_a_body_given_as_an_iterator_goes_whole_with_its_length(
     assert body == b"part one, part two"
     assert b"content-length: 18" in head.lower()
     assert b"transfer-encoding" not in head.lower()
+
+
+_UNDER_GEVENT = """
+from gevent import monkey; monkey.patch_all()
+import json, socket, sys, time, gevent, httpx2
+from worker.providers.plain_http import PlainHTTPTransport
+server = socket.create_server(("127.0.0.1", 0))
+def answer_half_then_stall(conn):
+    conn.recv(65536)
+    conn.sendall(b"HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n4\\r\\nhalf\\r\\n")
+    time.sleep(5)
+def serve():
+    while True:
+        gevent.spawn(answer_half_then_stall, server.accept()[0])
+gevent.spawn(serve)
+client = httpx2.Client(transport=PlainHTTPTransport(4), timeout=0.4)
+def call():
+    with client.stream("GET", f"http://127.0.0.1:{server.getsockname()[1]}/") as response:
+        try:
+            list(response.iter_raw())
+        except httpx2.ReadTimeout as exc:
+            return f"ReadTimeout: {exc}"
+    return "no timeout"
+started = time.monotonic()
+calls = [gevent.spawn(call) for _ in range(3)]
+gevent.joinall(calls)
+print(json.dumps([[c.value for c in calls], time.monotonic() - started]))
+"""
+
+
+def test_a_stalled_stream_times_out_in_a_gevent_worker_as_in_threads() -> None:
+    # Under gevent, shutting a socket cancels its reader's wait instead of ending its read.
+    done = subprocess.run(
+        [sys.executable, "-c", _UNDER_GEVENT],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    outcomes, elapsed_s = json.loads(done.stdout)
+    assert outcomes == ["ReadTimeout: waiting for the model server: nothing for 0.4 s"] * 3
+    assert 0.4 <= elapsed_s < 3.0  # long before the server's five seconds of silence

@@ -6,9 +6,15 @@
 -- KEYS[3i+2] unacked_index: ZSET, delivery tag -> when it was delivered (kombu's index)
 -- KEYS[3i+3] unacked: HASH, delivery tag -> JSON [message, exchange, routing key] (kombu's)
 -- ARGV[1] now: seconds since the epoch, the delivery's time in the index
+-- ARGV[2] acks: JSON list, delivery tags acknowledged since (worker/broker_acks.py), whose
+--   records go first
 -- Returns nil when every list is empty; else {list, message}, recorded as kombu records a
 -- delivery, or {list, message, 0} when the message is not an object with a delivery tag
 -- and delivery info (not recorded: the caller's own path handles it).
+for _, tag in ipairs(acks) do
+  redis.call('ZREM', each_keys[1].unacked_index, tag)
+  redis.call('HDEL', each_keys[1].unacked, tag)
+end
 for _, queue in ipairs(each_keys) do
   local message = redis.call('RPOP', queue.list)
   if message then

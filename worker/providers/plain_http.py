@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 
 import httpx2
+
+from worker.providers import read_deadline
 
 __all__ = ["PlainHTTPTransport", "uses_plain_http"]
 
@@ -158,6 +161,10 @@ class _Connection:
         self.sock = sock
         self.buffer = bytearray()
         self.keep_alive = True
+        # the read timeout, kept by `read_deadline` (not a timer per read)
+        self.read_timeout = 0.0
+        self.last_byte = 0.0
+        self.expired = False
 
     @classmethod
     def open(cls, origin: tuple[str, int], timeout: float | None) -> _Connection:
@@ -172,6 +179,7 @@ class _Connection:
 
     def close(self) -> None:
         self.keep_alive = False
+        read_deadline.unwatch(self)
         self.sock.close()
 
     def send(self, data: bytes, timeout: float | None) -> None:
@@ -186,8 +194,11 @@ class _Connection:
             raise httpx2.WriteError(f"sending the request: {exc}") from exc
 
     def read_head(self, timeout: float | None) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
-        """The status and headers of the final response (informational ones are skipped)."""
-        self.sock.settimeout(timeout)
+        """The status and headers of the final response (informational ones are skipped).
+        Reads wait at most `timeout` between bytes, until `done_reading`."""
+        self.sock.settimeout(None)
+        if timeout is not None:
+            read_deadline.watch(self, timeout)
         while True:
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
@@ -204,24 +215,37 @@ class _Connection:
             if not 100 <= status < 200:
                 return status, reason, headers
 
+    def done_reading(self) -> None:
+        read_deadline.unwatch(self)
+
     def _fill(self, *, stale_if_empty: bool = False) -> bool:
         """Reads more into the buffer; False at the end of the stream."""
         try:
             data = self.sock.recv(_READ)
-        except TimeoutError as exc:
-            raise httpx2.ReadTimeout(f"waiting for the model server: {exc}") from exc
-        except ConnectionResetError as exc:
-            if stale_if_empty:
+        except OSError as exc:
+            # an expired read ends as the end of the stream, or (gevent) a cancelled wait
+            if self.expired:
+                raise self._timed_out() from exc
+            if isinstance(exc, TimeoutError):
+                raise httpx2.ReadTimeout(f"waiting for the model server: {exc}") from exc
+            if stale_if_empty and isinstance(exc, ConnectionResetError):
                 raise _Stale() from exc
             raise httpx2.ReadError(f"reading the response: {exc}") from exc
-        except OSError as exc:
-            raise httpx2.ReadError(f"reading the response: {exc}") from exc
         if not data:
+            if self.expired:
+                raise self._timed_out()
             if stale_if_empty:
                 raise _Stale()
             return False
+        self.last_byte = time.monotonic()
         self.buffer += data
         return True
+
+    def _timed_out(self) -> httpx2.ReadTimeout:
+        self.keep_alive = False
+        return httpx2.ReadTimeout(
+            f"waiting for the model server: nothing for {self.read_timeout:g} s"
+        )
 
     def line(self) -> bytes:
         while (end := self.buffer.find(b"\r\n")) < 0:
@@ -380,9 +404,11 @@ class _Body(httpx2.SyncByteStream):
             return
         self._closed = True
         conn: _Connection | None = self._conn
+        self._conn.done_reading()
         if not (self._read_all or self._broken) and self._conn.keep_alive:
             self._read_all = self._conn.finish_arrived(self._pieces)
-        if not (self._read_all and self._conn.keep_alive and not self._conn.buffer):
+        reusable = self._conn.keep_alive and not self._conn.expired and not self._conn.buffer
+        if not (self._read_all and reusable):
             self._conn.close()
             conn = None
         self._transport._release(self._origin, conn)
