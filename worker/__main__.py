@@ -23,6 +23,7 @@ from worker import broker  # noqa: E402
 from worker.celery_logs import adopt_celery_logging, quiet  # noqa: E402
 from worker.celery_tracing import trace_celery  # noqa: E402
 from worker.heap import freeze_startup_heap  # noqa: E402
+from worker.providers.registry import preload  # noqa: E402
 from worker.respawn import respawn  # noqa: E402
 
 RESPAWN_FORMAT = "[%(asctime)s: %(levelname)s/respawn] %(message)s"
@@ -123,7 +124,12 @@ def _run_worker(app: Celery, settings: Settings, extra: list[str], *, pool: Work
         statuses.append(code if isinstance(code, int) else 0)
 
     worker_shutdown.connect(remember, weak=False)
-    worker_ready.connect(lambda **_: freeze_startup_heap(), weak=False)
+
+    def freeze_when_ready(**_: Any) -> None:
+        preload(settings.provider)  # the configured provider's SDK, frozen with the rest
+        freeze_startup_heap()
+
+    worker_ready.connect(freeze_when_ready, weak=False)
     if broker_kind(settings) is BrokerKind.RABBITMQ:
         # before its consumer binds the queues for delayed delivery (a failure is logged and
         # the consumer's own connection retries)
