@@ -52,6 +52,7 @@ class RecordingFetch:
     _recorded: set[str] | None = None  # deliveries the script recorded, until QoS asks
     _pending_acks: PendingAcks | None = None
     _carried: list[str] = []  # acknowledged tags the script in flight removes
+    _send_body = True  # the script's text, not its digest, goes with the next fetch
 
     # kombu's channel, which this is mixed into
     client: Any
@@ -109,8 +110,10 @@ class RecordingFetch:
         self._brpop_sent_at = time.monotonic()
         self._carried = self.acks.take()
         self._script_sent = True
+        # by digest; the body once Redis says it lacks the script (a restart, a flush)
+        script = ("EVAL", _FETCH.body) if self._send_body else ("EVALSHA", _FETCH.sha)
         self.client.connection.send_command(
-            "EVAL", _FETCH.body, len(keys), *keys, time.time(), json.dumps(self._carried)
+            *script, len(keys), *keys, time.time(), json.dumps(self._carried)
         )
 
     def _brpop_read(self, **options: Any) -> bool:
@@ -128,11 +131,16 @@ class RecordingFetch:
             except self.connection_errors:  # type: ignore[attr-defined]
                 self.client.connection.disconnect()  # as kombu: the next fetch reconnects
                 raise
+            except redis.exceptions.NoScriptError:  # it did not run: nothing taken
+                self._send_body = True
+                self._give_back_carried()
+                raise Empty() from None
             except redis.ResponseError:
                 self._by_script = False
                 self._give_back_carried()
                 log.warning("fetching by script failed; fetching with BRPOP", exc_info=True)
                 raise Empty() from None
+            self._send_body = False
             self._carried = []  # the script ran: their records are gone
             if not reply:
                 self._by_script = False
