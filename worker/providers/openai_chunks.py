@@ -71,7 +71,8 @@ class ChunkStream(openai.Stream[dict[str, Any]]):
             for data in sse_data(_body_pieces(self.response)):
                 if data.startswith(b"[DONE]"):
                     break
-                chunk = json.loads(data)
+                # decoded here: given bytes, `json.loads` first guesses their encoding
+                chunk = json.loads(data.decode("utf-8", "surrogatepass"))
                 if isinstance(chunk, dict) and chunk.get("error"):
                     raise openai.APIError(
                         _error_message(chunk["error"]), request, body=chunk["error"]
