@@ -35,7 +35,7 @@ class PendingAcks:
     """The delivery tags a channel acknowledged whose records are not removed yet."""
 
     _all: weakref.WeakSet[PendingAcks] = weakref.WeakSet()
-    _wake = threading.Condition(threading.Lock())
+    _wake = threading.Condition()
     _ticker: ProcessThread | None = None
 
     def __init__(self, channel: Any) -> None:

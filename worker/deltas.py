@@ -95,7 +95,7 @@ class DeltaFlusher:
         self._ttl_ms = str(settings.events_ttl_s * 1000)
         self._channel = keys.live_all()
         self._enrolled: dict[int, DeltaSource] = {}
-        self._wake = threading.Condition(threading.Lock())
+        self._wake = threading.Condition()
         self._ticker = ProcessThread("delta-ticker", self._tick_forever, self._wake)
 
     def enrol(self, source: DeltaSource) -> None:

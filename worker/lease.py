@@ -121,7 +121,7 @@ class _Renewer:
     def __init__(self) -> None:
         self._due: list[tuple[float, int, Lease]] = []
         self._order = itertools.count()
-        self._wake = threading.Condition(threading.Lock())
+        self._wake = threading.Condition()
         self._renewer = ProcessThread("lease-renewer", self._renew_forever, self._wake)
 
     def add(self, lease: Lease) -> None:

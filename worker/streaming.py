@@ -66,10 +66,7 @@ class StepStreamer:
         self._deltas = deltas
         self._thinking: list[str] = []
         self._text: list[str] = []
-        # a plain lock held directly where nothing waits: a Condition's default RLock, and
-        # its own `with`, were Python code at every token under gevent
-        self._mutex = threading.Lock()
-        self._lock = threading.Condition(self._mutex)
+        self._lock = threading.Condition()
         self._in_flight = False  # a tick carries deltas of this call
         self._done = False  # the call ended: ticks take nothing more
         self._fenced = False
@@ -115,7 +112,7 @@ class StepStreamer:
 
     def _buffer(self, event: ThinkingDelta | TextDelta) -> None:
         text = _writable(event.text)
-        with self._mutex:
+        with self._lock:
             opens = not self._thinking and not self._text
             if isinstance(event, ThinkingDelta):
                 self._thinking.append(text)
@@ -134,7 +131,7 @@ class StepStreamer:
 
     def take_for_tick(self) -> DeltaEntry | None:
         """The flusher's take: the buffer as one entry, unless the call already ended."""
-        with self._mutex:
+        with self._lock:
             if self._done or (not self._thinking and not self._text):
                 return None
             thinking, text = "".join(self._thinking), "".join(self._text)
@@ -164,7 +161,7 @@ class StepStreamer:
 
     def take_pending(self) -> StepEvent | None:
         """The buffered deltas as one partial step event, emptying the buffer."""
-        with self._mutex:
+        with self._lock:
             return self._take_locked()
 
     def _take_locked(self) -> StepEvent | None:

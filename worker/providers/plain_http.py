@@ -129,7 +129,7 @@ class _Slots:
     def __init__(self, size: int) -> None:
         self._free = size
         self._waiting = 0
-        self._changed = threading.Condition(threading.Lock())
+        self._changed = threading.Condition()
 
     def acquire(self, timeout: float | None) -> bool:
         with self._changed:

@@ -36,7 +36,7 @@ class Watched(Protocol):
 
 
 _watched: dict[int, Watched] = {}
-_lock = threading.Condition(threading.Lock())
+_lock = threading.Condition()
 _thread: ProcessThread | None = None
 
 
