@@ -55,7 +55,9 @@ RESTORE_EVERY_S = 10.0
 
 
 class _QoS(redis_transport.QoS):
-    """kombu's Redis QoS, whose failed acks and rejects still free their prefetch place."""
+    """kombu's Redis QoS: deliveries the fetch recorded are not recorded again, acks free
+    their place at once and leave the record's removal to `broker_acks`, and a reject that
+    fails still frees its place."""
 
     def append(self, message: Any, delivery_tag: Any) -> None:
         if self.channel.recorded(delivery_tag):  # by the fetch itself (broker_fetch.py)
