@@ -260,6 +260,28 @@ def test_a_resolution_whose_clean_up_was_lost_is_cleaned_and_resumed(
     assert_unindexed(client, note)
 
 
+def test_a_resolution_settled_within_the_grace_keeps_its_inbox_entry_until_audited(
+    client: Client, effects: Path
+) -> None:
+    by_celery = SendsAdvanceAfterTheWrite(client.tasks)
+    conversation, turn, note = allowed_by_a_dying_resolver(client, by_celery, "young")
+
+    # Its resolver may still be writing: the sweep neither drops nor audits it, since the
+    # inbox entry is what tells a later pass that the audit entry may be lost.
+    young = sweeper(client, grace_s=60).sweep()
+    assert young.reconciled.dropped == [] and young.reconciled.reaudited == []
+    assert client.notifications.pending_ids(conversation_id=conversation.conversation_id) == [
+        note.id
+    ]
+    assert conversation.conversation_id in young.reconciled.advanced
+    conversation.wait_for_turn(turn, timeout=30)
+
+    swept = sweeper(client).sweep()  # the grace is over
+    assert swept.reconciled.dropped == [note.id] and swept.reconciled.reaudited == [note.id]
+    assert len(audit_of(client, note.id)) == 1
+    assert_unindexed(client, note)
+
+
 def audit_of(client: Client, nid: str) -> list[dict[str, Any]]:
     return [e for e in client.notifications.audit(count=10_000) if e["notification_id"] == nid]
 

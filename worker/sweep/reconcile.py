@@ -233,14 +233,20 @@ class Reconciler:
 
         A clean-up takes the inbox entry out last, so a notification settled longer than
         the grace ago and still in the inbox was cut short: its audit entry may be lost.
+        One settled within the grace is left in the inbox: its entry there is the only
+        sign, for a later pass, that its resolver may have died before auditing it.
         """
         report = report if report is not None else Reconciled()
-        self._reaudit(self._interrupted(settled), report)
-        report.dropped += self.index.unindex(settled, missing=missing)
+        old = [n for n in settled if not self._young(n)]
+        self._reaudit(self._interrupted(old), report)
+        report.dropped += self.index.unindex(old, missing=missing)
+
+    def _young(self, note: Notification) -> bool:
+        """Settled within the grace: its resolver may still be writing its clean-up."""
+        return note.resolved_at is not None and note.resolved_at > time.time() - self.grace_s
 
     def _interrupted(self, settled: list[Notification]) -> list[Notification]:
-        old = time.time() - self.grace_s
-        notes = [n for n in settled if n.resolved_at is not None and n.resolved_at <= old]
+        notes = [n for n in settled if n.resolved_at is not None]
         with (
             storage_errors("reading the inbox"),
             self.client.pipeline(transaction=False) as pipe,
