@@ -66,8 +66,12 @@ class StepStreamer:
         self._deltas = deltas
         self._thinking: list[str] = []
         self._text: list[str] = []
-        self._lock = threading.Condition()
-        self._in_flight = False  # a tick carries deltas of this call
+        # The buffer takes a plain lock at each token; a tick's return is waited for on a
+        # condition of its own, over a reentrant lock: a condition over gevent's plain lock
+        # checks ownership with a failed acquire, which yields, at every notify.
+        self._mutex = threading.Lock()
+        self._ticks = threading.Condition()
+        self._in_flight = False  # a tick carries deltas of this call (set under _mutex)
         self._done = False  # the call ended: ticks take nothing more
         self._fenced = False
         self._error: Exception | None = None
@@ -78,10 +82,11 @@ class StepStreamer:
         try:
             self._consume(events)
         finally:
-            with self._lock:  # a tick under way returns first; none takes anything after
+            with self._mutex:  # no tick takes anything after this
                 self._done = True
+            with self._ticks:  # and one under way returns first
                 while self._in_flight:
-                    self._lock.wait()
+                    self._ticks.wait()
             close = getattr(events, "close", None)
             if close is not None:
                 close()
@@ -112,7 +117,7 @@ class StepStreamer:
 
     def _buffer(self, event: ThinkingDelta | TextDelta) -> None:
         text = _writable(event.text)
-        with self._lock:
+        with self._mutex:
             opens = not self._thinking and not self._text
             if isinstance(event, ThinkingDelta):
                 self._thinking.append(text)
@@ -131,7 +136,7 @@ class StepStreamer:
 
     def take_for_tick(self) -> DeltaEntry | None:
         """The flusher's take: the buffer as one entry, unless the call already ended."""
-        with self._lock:
+        with self._mutex:
             if self._done or (not self._thinking and not self._text):
                 return None
             thinking, text = "".join(self._thinking), "".join(self._text)
@@ -150,18 +155,18 @@ class StepStreamer:
 
     def tick_done(self, reply: TickReply | None, error: Exception | None) -> None:
         """The tick carrying this call's deltas returned: note abort, a lost lease, or failure."""
-        with self._lock:
+        with self._ticks:
             if reply is not None and reply.cancel_requested:
                 self.cancel_requested = True
                 self.writer.cancel_seen = True
             self._fenced = self._fenced or (reply is not None and reply.fenced)
             self._error = self._error or error
             self._in_flight = False
-            self._lock.notify_all()
+            self._ticks.notify_all()
 
     def take_pending(self) -> StepEvent | None:
         """The buffered deltas as one partial step event, emptying the buffer."""
-        with self._lock:
+        with self._mutex:
             return self._take_locked()
 
     def _take_locked(self) -> StepEvent | None:
