@@ -90,10 +90,11 @@ class Leg:
             self._window_base = len(self.writer.written) - self.writer.unsent_steps
         return [*self._window, *self.writer.written[self._window_base :]]
 
-    def history_was_empty(self) -> None:
-        """The claim saw no history: the window is what this leg writes, with nothing to read
-        (a conversation's first turn, as each item of a batch is)."""
-        self._window, self._window_base = [], len(self.writer.written)
+    def window_claimed(self, window: list[Step]) -> None:
+        """The claim read the window of a turn not yet started: the context is that, then
+        what this leg writes, with no round trip of its own (empty for a conversation's
+        first turn, as each item of a batch is)."""
+        self._window, self._window_base = window, len(self.writer.written)
 
     def forget_context(self) -> None:
         """After a compaction the window starts again from its summary."""

@@ -25,6 +25,7 @@ from shared.settings import Settings
 from shared.store.bundle import Stores
 from shared.store.connection import ReplicaWait, connect, connection_lost, storage_errors
 from shared.store.emit import EMIT_LUA
+from shared.store.history import FROM_POSITION_LUA
 from shared.store.lua import LuaScript
 from shared.store.policy import ToolInfo
 from shared.store.rate_limit import RateLimiter
@@ -58,6 +59,9 @@ _CLAIM = LuaScript(
         "fence",
         "events",
         "policy_rules",
+        "steps",
+        "compactions",
+        "overflow",
     ],
     args=[
         "turn_prefix",
@@ -71,7 +75,7 @@ _CLAIM = LuaScript(
         "channel_all",
         "admitted",
     ],
-    uses=[EMIT_LUA],
+    uses=[EMIT_LUA, FROM_POSITION_LUA],
 )
 
 
@@ -231,6 +235,9 @@ class Runtime:
             "fence": self.keys.fence(cid),
             "events": self.keys.events(cid),
             "policy_rules": self.keys.policy_rules_copy(self.keys.shard_of(cid)),
+            "steps": self.keys.steps(cid),
+            "compactions": self.keys.compactions(cid),
+            "overflow": self.keys.turn_overflow(cid),
         }
         args = {
             "turn_prefix": self.keys.turn(cid, "x")[:-1],
@@ -247,7 +254,7 @@ class Runtime:
         return _CLAIM.keys_from(keys), _CLAIM.args_from(args)
 
     def _leg(self, cid: str, claim: list[Any], lease: Lease) -> Leg | None:
-        _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat, rules = claim
+        _, _, tid, conv_flat, turn_flat, appended, queued, nid, note_flat, rules, window = claim
         flags = _as_dict(conv_flat)
         record = self.conversations.parse_get(cid, [flags, queued])
         cancelled = flags.get("cancel_turn") == tid
@@ -302,8 +309,8 @@ class Runtime:
             deltas=self.deltas,
             prices=self.stores.prices,
         )
-        if int(appended) == 0:
-            leg.history_was_empty()
+        if window:  # a turn not yet started: its context window came with the claim
+            leg.window_claimed(leg.history.parse_window(*window))
         if config.batch_id:
             writer.on_flush = partial(on_batch_item_flush, self.batches, leg)
         return leg

@@ -25,6 +25,7 @@ from shared.store.keys import HISTORY_KEYS, KeySpace
 from shared.store.lua import LuaScript, lua_source
 
 __all__ = [
+    "FROM_POSITION_LUA",
     "HISTORY_SCRIPT_KEYS",
     "HISTORY_WRITE_LUA",
     "HistoryPage",
@@ -55,20 +56,21 @@ _WRITE = LuaScript(
     decode=["write"],
     uses=[HISTORY_WRITE_LUA],
 )
-_FROM_POSITION_LUA = lua_source("shared.store", "history_from_position.lua")
+# `from_position(...)`: the steps from an absolute position, which the worker's claim also runs
+FROM_POSITION_LUA = lua_source("shared.store", "history_from_position.lua")
 _CONTEXT = LuaScript(
     "shared.store",
     "history_context.lua",
     keys=["steps", "meta", "compactions", "overflow"],
     args=["turn_start"],
-    uses=[_FROM_POSITION_LUA],
+    uses=[FROM_POSITION_LUA],
 )
 _SINCE = LuaScript(
     "shared.store",
     "history_since.lua",
     keys=["steps", "meta", "overflow"],
     args=["position"],
-    uses=[_FROM_POSITION_LUA],
+    uses=[FROM_POSITION_LUA],
 )
 
 
@@ -286,6 +288,11 @@ class HistoryStore:
         keys = _CONTEXT.keys_from(self._named)
         with storage_errors(f"reading context of conversation {self.conversation_id}"):
             first, raw_steps = _CONTEXT(self.client, keys, [turn_start])
+        return self.parse_window(first, raw_steps)
+
+    def parse_window(self, first: int, raw_steps: list[str]) -> list[Step]:
+        """Steps as a script read them from absolute position `first` on (the worker's claim
+        reads a new turn's window too)."""
         return [self._parse(raw, int(first) + i) for i, raw in enumerate(raw_steps)]
 
     def steps_since(self, position: int) -> list[Step]:

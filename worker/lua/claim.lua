@@ -19,9 +19,14 @@
 -- The operator's tool rules come back with the work: every turn needs them (the tools a model
 -- is offered). Their hash is global, outside the conversation's Cluster slot, as the queue is.
 --
+-- A turn that has not started (no checkpoint) gets its context window too, as
+-- history_context.lua reads it for a turn starting at `appended`: its first model call
+-- needs it, and the leg holds the lease, so no write comes between. A turn under way reads
+-- its own later. Runs after history_from_position.lua, whose `from_position` it calls.
+--
 -- Returns {'busy'} | {'held'} | {'lost'} | {'idle'} | {'admit', batch id} | {'ok', token,
 -- turn id, conversation, turn, appended, queued, parked notification id, its hash, the tool
--- rules' hash}.
+-- rules' hash, the window: {first position, steps} or {} for a turn under way}.
 -- KEYS[1] conversation: HASH
 -- KEYS[2] inbox: LIST, the queued turns
 -- KEYS[3] history_meta: HASH, the history's counts
@@ -29,6 +34,9 @@
 -- KEYS[5] fence: STRING, the counter fencing tokens come from
 -- KEYS[6] events: STREAM, the conversation's events
 -- KEYS[7] policy_rules: HASH, the operator's tool rules (global)
+-- KEYS[8] steps: LIST of the history's retained steps
+-- KEYS[9] compactions: LIST of absolute positions of compactions
+-- KEYS[10] overflow: LIST of the latest turn's trimmed steps
 -- ARGV[1] turn_prefix: "<prefix>:{cid}:turn:"
 -- ARGV[2] token: the held lease's fencing token ('' to take the lease)
 -- ARGV[3] ttl_ms: the lease's
@@ -84,7 +92,14 @@ if resumes then
   emit(events_key, maxlen, events_ttl_ms, channels, cjson.encode(
     {kind = 'status', conversation_id = cid, turn_id = active, status = 'running'}))
 end
+local appended = redis.call('HGET', history_meta_key, 'appended') or '0'
+local window = {}
+if (redis.call('HGET', turn_prefix .. active, 'checkpoint') or '') == '' then
+  local start = 0
+  local last = redis.call('LINDEX', compactions_key, -1)
+  if last then start = math.min(tonumber(last), tonumber(appended)) end
+  window = from_position(steps_key, history_meta_key, overflow_key, start)
+end
 return {'ok', token, active, redis.call('HGETALL', conversation_key),
-        redis.call('HGETALL', turn_prefix .. active),
-        redis.call('HGET', history_meta_key, 'appended') or '0', redis.call('LLEN', inbox_key),
-        parked, note, redis.call('HGETALL', policy_rules_key)}
+        redis.call('HGETALL', turn_prefix .. active), appended, redis.call('LLEN', inbox_key),
+        parked, note, redis.call('HGETALL', policy_rules_key), window}
