@@ -373,3 +373,50 @@ def test_a_stalled_stream_times_out_in_a_gevent_worker_as_in_threads() -> None:
     outcomes, elapsed_s = json.loads(done.stdout)
     assert outcomes == ["ReadTimeout: waiting for the model server: nothing for 0.4 s"] * 3
     assert 0.4 <= elapsed_s < 3.0  # long before the server's five seconds of silence
+
+
+_PACED_UNDER_GEVENT = """
+from gevent import monkey; monkey.patch_all()
+import json, socket, time, gevent, gevent.socket, httpx2
+import gevent._socketcommon as common
+from worker.providers.plain_http import PlainHTTPTransport
+failed_reads = 0
+clear = common.exc_clear
+def counted():
+    global failed_reads
+    failed_reads += 1
+    clear()
+common.exc_clear = counted  # gevent's recv calls it after each read that found nothing
+server = socket.create_server(("127.0.0.1", 0))
+def answer_paced(conn):
+    gevent.socket.wait_read(conn.fileno())  # the server's own reads do not count
+    conn.recv(65536)
+    conn.sendall(b"HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n")
+    for n in range(8):
+        time.sleep(0.03)
+        conn.sendall(b"6\\r\\npiece%d\\r\\n" % n)
+    conn.sendall(b"0\\r\\n\\r\\n")
+    time.sleep(5)
+def serve():
+    while True:
+        gevent.spawn(answer_paced, server.accept()[0])
+gevent.spawn(serve)
+client = httpx2.Client(transport=PlainHTTPTransport(4), timeout=5)
+with client.stream("GET", f"http://127.0.0.1:{server.getsockname()[1]}/") as response:
+    body = b"".join(response.iter_raw())
+print(json.dumps([body.decode(), failed_reads]))
+"""
+
+
+def test_a_paced_stream_under_gevent_waits_instead_of_failing_reads() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PACED_UNDER_GEVENT],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    body, failed_reads = json.loads(done.stdout)
+    assert body == "".join(f"piece{n}" for n in range(8))
+    assert failed_reads == 0  # gevent's recv tried no read before data came (eight pauses)
