@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -362,15 +363,7 @@ print(json.dumps([[c.value for c in calls], time.monotonic() - started]))
 
 def test_a_stalled_stream_times_out_in_a_gevent_worker_as_in_threads() -> None:
     # Under gevent, shutting a socket cancels its reader's wait instead of ending its read.
-    done = subprocess.run(
-        [sys.executable, "-c", _UNDER_GEVENT],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert done.returncode == 0, done.stderr
-    outcomes, elapsed_s = json.loads(done.stdout)
+    outcomes, elapsed_s = _run_under_gevent(_UNDER_GEVENT)
     assert outcomes == ["ReadTimeout: waiting for the model server: nothing for 0.4 s"] * 3
     assert 0.4 <= elapsed_s < 3.0  # long before the server's five seconds of silence
 
@@ -409,14 +402,19 @@ print(json.dumps([body.decode(), failed_reads]))
 
 
 def test_a_paced_stream_under_gevent_waits_instead_of_failing_reads() -> None:
+    body, failed_reads = _run_under_gevent(_PACED_UNDER_GEVENT)
+    assert body == "".join(f"piece{n}" for n in range(8))
+    assert failed_reads == 0  # gevent's recv tried no read before data came (eight pauses)
+
+
+def _run_under_gevent(script: str) -> Any:
+    """What `script` (monkey-patched by gevent, in a process of its own) prints, as JSON."""
     done = subprocess.run(
-        [sys.executable, "-c", _PACED_UNDER_GEVENT],
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         timeout=30,
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr
-    body, failed_reads = json.loads(done.stdout)
-    assert body == "".join(f"piece{n}" for n in range(8))
-    assert failed_reads == 0  # gevent's recv tried no read before data came (eight pauses)
+    return json.loads(done.stdout)
