@@ -17,13 +17,14 @@ ordered and are written once.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 import redis
-from pydantic import BaseModel
 
 from shared.errors import StorageError
 from shared.settings import Settings
@@ -33,7 +34,7 @@ from shared.store.keys import KeySpace
 from shared.store.lua import LuaScript
 from worker.process_thread import ProcessThread
 
-__all__ = ["DeltaArgs", "DeltaEntry", "DeltaFlusher", "DeltaSource", "TickReply"]
+__all__ = ["DeltaEntry", "DeltaFlusher", "DeltaSource", "TickReply", "tick_argument"]
 
 _DELTAS = LuaScript(
     "worker",
@@ -46,8 +47,12 @@ _DELTAS = LuaScript(
 )
 
 
-class DeltaEntry(BaseModel):
-    """One conversation's deltas in a tick: written only under its fencing token."""
+@dataclass(frozen=True, slots=True)
+class DeltaEntry:
+    """One conversation's deltas in a tick: written only under its fencing token.
+
+    This, the tick's argument and each reply are plain data rather than models: a tick
+    makes one of each for every conversation streaming, at a model's token pace."""
 
     token: str
     turn_id: str
@@ -55,20 +60,32 @@ class DeltaEntry(BaseModel):
     events: list[str]  # encoded events, in order
 
 
-class DeltaArgs(BaseModel):
-    """The tick script's one argument; its KEYS name each entry's lease, conversation, stream."""
-
-    maxlen: str
-    ttl_ms: str
-    channel: str  # the global live channel
-    entries: list[DeltaEntry]
-
-
-class TickReply(BaseModel):
+@dataclass(frozen=True, slots=True)
+class TickReply:
     """What the tick script said of one entry."""
 
     fenced: bool = False
     cancel_requested: bool = False
+
+
+def tick_argument(maxlen: str, ttl_ms: str, channel: str, entries: list[DeltaEntry]) -> str:
+    """The tick script's one argument (JSON); its KEYS name each entry's lease, conversation
+    and stream, in the entries' order. `channel`: the global live channel."""
+    return _ENCODE(
+        {
+            "maxlen": maxlen,
+            "ttl_ms": ttl_ms,
+            "channel": channel,
+            "entries": [
+                {"token": e.token, "turn_id": e.turn_id, "channel": e.channel, "events": e.events}
+                for e in entries
+            ],
+        }
+    )
+
+
+# compact, and UTF-8 left as it is (the buffers hold no lone surrogate: worker/streaming.py)
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 class DeltaSource(Protocol):
@@ -183,13 +200,8 @@ class DeltaFlusher:
         for source, _ in taken:
             cid = source.cid
             keys += [self._keys.lease(cid), self._keys.conversation(cid), self._keys.events(cid)]
-        args = DeltaArgs(
-            maxlen=self._maxlen,
-            ttl_ms=self._ttl_ms,
-            channel=self._channel,
-            entries=[entry for _, entry in taken],
-        )
-        return keys, [args.model_dump_json()]
+        entries = [entry for _, entry in taken]
+        return keys, [tick_argument(self._maxlen, self._ttl_ms, self._channel, entries)]
 
 
 def _attempt(action: str, call: Callable[..., Any], *args: Any) -> Any:
