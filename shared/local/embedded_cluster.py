@@ -22,6 +22,11 @@ from shared.local.embedded_redis import find_redis_server, free_port
 __all__ = ["SLOTS", "RedisClusterNodes"]
 
 SLOTS = 16384
+_PLACEMENTS = 4  # tries at starting the nodes, each on newly picked ports
+
+
+class _PortTaken(RuntimeError):
+    """A node exited because a port picked for it was taken before it bound it."""
 
 
 def _free_ports(count: int) -> list[int]:
@@ -45,14 +50,20 @@ class RedisClusterNodes:
         if primaries < 1:
             raise ValueError("a cluster needs at least one primary")
         self.primaries = primaries
+        self.ports: list[int] = []
+        self.bus_ports: list[int] = []
+        self.dirs: list[Path] = []
+        self._place()
+        self.processes: list[subprocess.Popen[bytes] | None] = [None] * primaries
+
+    def _place(self) -> None:
+        """Free ports and fresh directories for every node."""
         # the bus port is set explicitly: port + 10000 may lie past 65535 for a free port
-        ports = _free_ports(2 * primaries)
-        self.ports: list[int] = ports[:primaries]
-        self.bus_ports: list[int] = ports[primaries:]
+        ports = _free_ports(2 * self.primaries)
+        self.ports, self.bus_ports = ports[: self.primaries], ports[self.primaries :]
         # absolute: redis-server changes into its data directory before opening the log
         root = Path(tempfile.mkdtemp(prefix="signoff-redis-cluster-")).resolve()
-        self.dirs: list[Path] = [root / f"node{i}" for i in range(primaries)]
-        self.processes: list[subprocess.Popen[bytes] | None] = [None] * primaries
+        self.dirs = [root / f"node{i}" for i in range(self.primaries)]
 
     @property
     def url(self) -> str:
@@ -70,7 +81,19 @@ class RedisClusterNodes:
         return self.dirs[index] / "redis.log"
 
     def start(self, timeout_s: float = 20.0) -> RedisClusterNodes:
-        """Starts every node and forms the cluster; on any failure, stops what it started."""
+        """Starts every node and forms the cluster; on any failure, stops what it started.
+
+        A free port is free only when it is picked: on a busy machine another process's
+        connection may take it before the node binds it. A node that finds its port taken
+        is started again, with the others, on newly picked ones."""
+        for _ in range(_PLACEMENTS - 1):
+            try:
+                return self._start(timeout_s)
+            except _PortTaken:
+                self._place()
+        return self._start(timeout_s)
+
+    def _start(self, timeout_s: float) -> RedisClusterNodes:
         try:
             for index in range(self.primaries):
                 self._spawn(index)
@@ -180,7 +203,8 @@ class RedisClusterNodes:
             for index in sorted(pending):
                 process = self.processes[index]
                 if process is not None and process.poll() is not None:
-                    raise RuntimeError(
+                    exited = _PortTaken if self._port_taken(index) else RuntimeError
+                    raise exited(
                         f"cluster node {index} (port {self.ports[index]}) exited; "
                         f"see {self.log(index)}"
                     )
@@ -195,6 +219,13 @@ class RedisClusterNodes:
                     f"is not {what}; see {self.log(index)}"
                 )
             time.sleep(0.05)
+
+    def _port_taken(self, index: int) -> bool:
+        """The node's log says one of its ports was taken by the time it bound it."""
+        try:
+            return "Address already in use" in self.log(index).read_text(errors="replace")
+        except OSError:
+            return False
 
     def client(self) -> redis.cluster.RedisCluster:
         """A cluster client that knows every node, so it still starts when one is killed."""

@@ -24,6 +24,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_PICKS = 4  # tries at starting on a picked port, each on a newly picked one
+
+
+class _PortTaken(StorageError):
+    """redis-server exited because its port was taken by the time it bound it."""
+
+
+def _says_port_taken(log: Path) -> bool:
+    try:
+        return "Address already in use" in log.read_text(errors="replace")
+    except OSError:
+        return False
+
+
 def port_in_use(host: str, port: int) -> str | None:
     """Why `host:port` cannot be bound (someone listens there), or None when it can."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -77,6 +91,7 @@ class EmbeddedRedis:
         popen: Callable[[list[str]], subprocess.Popen[bytes]] = _popen,
     ) -> None:
         self.port = port or free_port()
+        self._picked = port is None  # a port picked here may be picked again (`start`)
         # absolute: redis-server changes into its data directory before opening the log
         self.data_dir = (data_dir or Path(tempfile.mkdtemp(prefix="signoff-redis-"))).resolve()
         self.appendonly = appendonly
@@ -88,6 +103,23 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
+        """Starts redis-server and waits until it answers.
+
+        A free port is free only when it is picked: on a busy machine another process's
+        connection may take it first. A port picked here and found taken at the first start
+        is picked again; a port given, or kept for a restart, is not."""
+        attempts = _PICKS if self._picked else 1
+        self._picked = False  # a restart keeps the port its data and clients know
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start(timeout_s)
+            except _PortTaken:
+                if attempt == attempts:
+                    raise
+                self.port = free_port()
+        return self
+
+    def _start(self, timeout_s: float) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
             find_redis_server(),
@@ -117,9 +149,9 @@ class EmbeddedRedis:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise StorageError(
-                    f"redis-server exited at start; see {self.data_dir / 'redis.log'}"
-                )
+                log = self.data_dir / "redis.log"
+                exited = _PortTaken if _says_port_taken(log) else StorageError
+                raise exited(f"redis-server exited at start; see {log}")
             try:
                 client.ping()
                 return

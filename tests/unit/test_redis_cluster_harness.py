@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -9,6 +10,7 @@ import redis
 from redis.crc import key_slot
 from redis.exceptions import ClusterCrossSlotError
 
+from shared.local import embedded_cluster
 from shared.local.embedded_cluster import SLOTS, RedisClusterNodes
 
 CROSS_SLOT_SCRIPT = "return redis.call('MGET', KEYS[1], KEYS[2])"
@@ -88,3 +90,36 @@ def test_one_primary_owns_every_slot_and_still_refuses_cross_slot() -> None:
             assert client.get("k") == "v"
         finally:
             client.close()
+
+
+def test_a_port_taken_before_its_node_binds_it_is_picked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # as when another process's connection takes a picked port on a busy machine
+    with _bound() as taken:
+        busy = taken.getsockname()[1]
+        picked: list[list[int]] = []
+        free_ports = embedded_cluster._free_ports
+
+        def bus_port_taken_at_first(count: int) -> list[int]:
+            ports = free_ports(count)
+            if not picked:
+                ports[-1] = busy  # the last node's bus port
+            picked.append(ports)
+            return ports
+
+        monkeypatch.setattr(embedded_cluster, "_free_ports", bus_port_taken_at_first)
+        with RedisClusterNodes(primaries=1) as cluster:
+            assert len(picked) == 2 and busy not in cluster.ports + cluster.bus_ports
+            node = redis.Redis(port=cluster.ports[0], decode_responses=True)
+            try:
+                assert node.execute_command("CLUSTER INFO")["cluster_state"] == "ok"
+            finally:
+                node.close()
+
+
+def _bound() -> socket.socket:
+    """A socket bound to a free port, not listening: as an outgoing connection holds one."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
