@@ -17,7 +17,7 @@ import redis
 import redis.cluster
 
 from shared.local.children import die_with_parent
-from shared.local.embedded_redis import find_redis_server, free_port, says_port_taken
+from shared.local.embedded_redis import find_redis_server, free_port
 
 __all__ = ["SLOTS", "RedisClusterNodes"]
 
@@ -203,7 +203,7 @@ class RedisClusterNodes:
             for index in sorted(pending):
                 process = self.processes[index]
                 if process is not None and process.poll() is not None:
-                    exited = _PortTaken if says_port_taken(self.log(index)) else RuntimeError
+                    exited = _PortTaken if self._port_taken(index) else RuntimeError
                     raise exited(
                         f"cluster node {index} (port {self.ports[index]}) exited; "
                         f"see {self.log(index)}"
@@ -219,6 +219,13 @@ class RedisClusterNodes:
                     f"is not {what}; see {self.log(index)}"
                 )
             time.sleep(0.05)
+
+    def _port_taken(self, index: int) -> bool:
+        """The node's log says one of its ports was taken by the time it bound it."""
+        try:
+            return "Address already in use" in self.log(index).read_text(errors="replace")
+        except OSError:
+            return False
 
     def client(self) -> redis.cluster.RedisCluster:
         """A cluster client that knows every node, so it still starts when one is killed."""

@@ -15,7 +15,7 @@ import redis
 from shared.errors import StorageError
 from shared.local.children import die_with_parent
 
-__all__ = ["EmbeddedRedis", "find_redis_server", "free_port", "port_in_use", "says_port_taken"]
+__all__ = ["EmbeddedRedis", "find_redis_server", "free_port", "port_in_use"]
 
 
 def free_port() -> int:
@@ -31,8 +31,7 @@ class _PortTaken(StorageError):
     """redis-server exited because its port was taken by the time it bound it."""
 
 
-def says_port_taken(log: Path) -> bool:
-    """A redis-server log says its port was taken by the time it bound it."""
+def _says_port_taken(log: Path) -> bool:
     try:
         return "Address already in use" in log.read_text(errors="replace")
     except OSError:
@@ -151,7 +150,7 @@ class EmbeddedRedis:
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 log = self.data_dir / "redis.log"
-                exited = _PortTaken if says_port_taken(log) else StorageError
+                exited = _PortTaken if _says_port_taken(log) else StorageError
                 raise exited(f"redis-server exited at start; see {log}")
             try:
                 client.ping()

@@ -56,8 +56,7 @@ _WRITE = LuaScript(
     decode=["write"],
     uses=[HISTORY_WRITE_LUA],
 )
-# `from_position(...)` and `context_window(...)`: the steps from an absolute position, and the
-# model's context window, which the worker's claim also reads
+# `from_position(...)`: the steps from an absolute position, which the worker's claim also runs
 FROM_POSITION_LUA = lua_source("shared.store", "history_from_position.lua")
 _CONTEXT = LuaScript(
     "shared.store",

@@ -22,7 +22,7 @@
 -- A turn that has not started (no checkpoint) gets its context window too, as
 -- history_context.lua reads it for a turn starting at `appended`: its first model call
 -- needs it, and the leg holds the lease, so no write comes between. A turn under way reads
--- its own later. Runs after history_from_position.lua, whose `context_window` it calls.
+-- its own later. Runs after history_from_position.lua, whose `from_position` it calls.
 --
 -- Returns {'busy'} | {'held'} | {'lost'} | {'idle'} | {'admit', batch id} | {'ok', token,
 -- turn id, conversation, turn, appended, queued, parked notification id, its hash, the tool
@@ -95,7 +95,10 @@ end
 local appended = redis.call('HGET', history_meta_key, 'appended') or '0'
 local window = {}
 if (redis.call('HGET', turn_prefix .. active, 'checkpoint') or '') == '' then
-  window = context_window(steps_key, history_meta_key, compactions_key, overflow_key, appended)
+  local start = 0
+  local last = redis.call('LINDEX', compactions_key, -1)
+  if last then start = math.min(tonumber(last), tonumber(appended)) end
+  window = from_position(steps_key, history_meta_key, overflow_key, start)
 end
 return {'ok', token, active, redis.call('HGETALL', conversation_key),
         redis.call('HGETALL', turn_prefix .. active), appended, redis.call('LLEN', inbox_key),

@@ -14,13 +14,3 @@ local function from_position(steps_key, meta_key, overflow_key, position)
   end
   return {first, out}
 end
-
--- context_window(steps_key, meta_key, compactions_key, overflow_key, turn_start): the model's
--- context: steps from the last compaction, or the turn's start if earlier, to the end
--- (history_context.lua, and the worker's claim for a turn about to start).
-local function context_window(steps_key, meta_key, compactions_key, overflow_key, turn_start)
-  local start = 0
-  local last = redis.call('LINDEX', compactions_key, -1)
-  if last then start = math.min(tonumber(last), tonumber(turn_start)) end
-  return from_position(steps_key, meta_key, overflow_key, start)
-end
